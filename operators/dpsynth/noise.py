@@ -101,15 +101,25 @@ def discrete_laplace_variance(scale: float) -> float:
     return 2.0 * p / (1.0 - p) ** 2
 
 
-def _as_u64(values: np.ndarray | int, size: int, name: str) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.ndim == 0:
-        arr = np.full(size, arr)
-    if arr.dtype.kind not in "ui":
-        raise TypeError(f"{name} must be integers")
-    if arr.size and (arr.min() < 0):
-        raise ValueError(f"{name} must be non-negative")
-    return np.ascontiguousarray(arr, dtype=np.uint64)
+def _addresses(streams: np.ndarray | int, events: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """Broadcast (streams, events) to two contiguous uint64 arrays, validating both."""
+    arrays = []
+    for name, values in (("streams", streams), ("events", events)):
+        arr = np.asarray(values)
+        if arr.dtype.kind not in "ui":
+            raise TypeError(f"{name} must be integers")
+        if arr.size and int(arr.min()) < 0:
+            raise ValueError(f"{name} must be non-negative")
+        arrays.append(arr)
+    st, ev = np.broadcast_arrays(*arrays)
+    if st.ndim > 1:
+        raise ValueError("streams and events must be scalars or 1-d arrays")
+    if ev.size and int(ev.max()) > MAX_EVENT:
+        raise ValueError("events must be below 2^56")
+    return (
+        np.ascontiguousarray(np.atleast_1d(st), dtype=np.uint64),
+        np.ascontiguousarray(np.atleast_1d(ev), dtype=np.uint64),
+    )
 
 
 class KeyedNoise:
@@ -143,7 +153,7 @@ class KeyedNoise:
                 "e.g. `python -c 'import secrets; print(secrets.token_hex(32))'`"
             )
         self.__key = bytes(key)
-        self._subkeys: dict[tuple[int | str, ...], np.ndarray] = {}
+        self._subkeys: dict[bytes, np.ndarray] = {}
 
     def __repr__(self) -> str:
         return "KeyedNoise(key=<redacted>)"
@@ -157,21 +167,23 @@ class KeyedNoise:
 
     def subkey(self, context: Sequence[int | str]) -> np.ndarray:
         """The ChaCha20 key of ``context`` as 8 uint64 words (cached; 64 KiB at most)."""
-        ctx = tuple(context)
-        words = self._subkeys.get(ctx)
+        encoded = encode_context(context)  # validates; also keys the cache (True ≠ 1 here)
+        words = self._subkeys.get(encoded)
         if words is None:
-            digest = hmac.new(self.__key, encode_context(ctx), hashlib.sha256).digest()
+            digest = hmac.new(self.__key, encoded, hashlib.sha256).digest()
             words = np.frombuffer(digest, dtype="<u4").astype(np.uint64)
             if len(self._subkeys) >= 2048:
                 self._subkeys.clear()
-            self._subkeys[ctx] = words
+            self._subkeys[encoded] = words
         return words
 
     # -- discrete Laplace -------------------------------------------------------------------
 
     def discrete_laplace(self, scale: float, context: Sequence[int | str], size: int) -> Counts:
         """``size`` exact Lap_Z(scale) draws: streams 0..size-1 of ``context`` at event 0."""
-        return self.discrete_laplace_at(scale, context, np.arange(size, dtype=np.uint64), 0)
+        return self.discrete_laplace_at(
+            scale, context, np.arange(size, dtype=np.uint64), np.zeros(size, np.uint64)
+        )
 
     def discrete_laplace_at(
         self,
@@ -184,13 +196,9 @@ class KeyedNoise:
 
         ``streams`` and ``events`` broadcast against each other; events must be < 2^56.
         """
-        size = int(max(np.size(streams), np.size(events)))
-        st = _as_u64(streams, size, "streams")
-        ev = _as_u64(events, size, "events")
-        if ev.size and int(ev.max()) > MAX_EVENT:
-            raise ValueError("events must be below 2^56")
+        st, ev = _addresses(streams, events)
         sigma = effective_scale(scale)
-        out = np.empty(size, dtype=np.int64)
+        out = np.empty(st.size, dtype=np.int64)
         _kernels.discrete_laplace_many(
             self.subkey(context),
             np.uint64(sigma.numerator),
@@ -205,7 +213,9 @@ class KeyedNoise:
 
     def geometric(self, p: float, context: Sequence[int | str], size: int) -> Counts:
         """``size`` draws of the number of failures before a success, success probability ``p``."""
-        return self.geometric_at(np.full(size, p), context, np.arange(size, dtype=np.uint64), 0)
+        return self.geometric_at(
+            np.full(size, p), context, np.arange(size, dtype=np.uint64), np.zeros(size, np.uint64)
+        )
 
     def geometric_at(
         self,
@@ -219,15 +229,14 @@ class KeyedNoise:
         Inversion of U uniform on {1..2^53}/2^53: G = ⌊ln U / ln(1−p)⌋, capped at 2^62; p = 1
         gives 0 and p = 0 gives the cap. Deviation bound in the module docstring (P2b).
         """
-        size = int(max(np.size(streams), np.size(events), np.size(p)))
-        st = _as_u64(streams, size, "streams")
-        ev = _as_u64(events, size, "events")
-        if ev.size and int(ev.max()) > MAX_EVENT:
-            raise ValueError("events must be below 2^56")
-        prob = np.broadcast_to(np.asarray(p, dtype=np.float64), (size,))
+        st, ev = _addresses(streams, events)
+        prob = np.asarray(p, dtype=np.float64)
+        if prob.ndim > 1 or prob.size not in (1, st.size):
+            raise ValueError("p must be a scalar or have one entry per (stream, event)")
+        prob = np.broadcast_to(prob.reshape(-1), st.shape)
         if np.any(~((prob >= 0.0) & (prob <= 1.0))):
             raise ValueError("geometric success probability must lie in [0, 1]")
-        raw = np.empty(size, dtype=np.uint64)
+        raw = np.empty(st.size, dtype=np.uint64)
         _kernels.uniform53_many(self.subkey(context), st, ev, raw)
         return geometric_from_uniform(raw, prob)
 
@@ -235,11 +244,9 @@ class KeyedNoise:
         self, context: Sequence[int | str], streams: np.ndarray | int, events: np.ndarray | int
     ) -> np.ndarray:
         """Floats uniform on (0, 1] (53-bit grid) addressed by (context, stream, event)."""
-        size = int(max(np.size(streams), np.size(events)))
-        raw = np.empty(size, dtype=np.uint64)
-        _kernels.uniform53_many(
-            self.subkey(context), _as_u64(streams, size, "streams"), _as_u64(events, size, "events"), raw
-        )
+        st, ev = _addresses(streams, events)
+        raw = np.empty(st.size, dtype=np.uint64)
+        _kernels.uniform53_many(self.subkey(context), st, ev, raw)
         return raw.astype(np.float64) / _TWO_53
 
 

@@ -305,12 +305,6 @@ def test_context_rejects_non_int_non_str(item: object) -> None:
         noise.geometric(0.5, (item,), 3)  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    reason="BUG: KeyedNoise.subkey looks the context up in its cache before validating it; "
-    "(True,) == (1,) and (1.0,) == (1,) as dict keys, so once (1,) is cached a bool/float "
-    "context is accepted and silently gets the noise of the int context",
-    strict=True,
-)
 @pytest.mark.parametrize("item", [True, 1.0, np.bool_(True), np.float64(1.0)])
 def test_context_rejects_bool_float_even_when_equal_int_is_cached(item: object) -> None:
     noise = KeyedNoise(KEY)
@@ -462,21 +456,11 @@ def test_events_at_or_above_2_pow_56_rejected(noise: KeyedNoise) -> None:
             noise.geometric_at(0.5, ("e",), np.arange(2), events)
 
 
-@pytest.mark.xfail(
-    reason="BUG: uniform_at does not check events < 2^56; event 2^56+e aliases event e "
-    "(block counter event << 8 wraps mod 2^64)",
-    strict=True,
-)
 def test_uniform_at_rejects_events_at_or_above_2_pow_56(noise: KeyedNoise) -> None:
     with pytest.raises(ValueError):
         noise.uniform_at(("e",), 0, np.uint64(2**56))
 
 
-@pytest.mark.xfail(
-    reason="BUG: length-1 / mismatched streams and events are not broadcast; the kernel reads "
-    "past the end of the shorter array (out-of-bounds, non-deterministic). Not run: it may crash.",
-    run=False,
-)
 def test_length_one_arrays_broadcast(noise: KeyedNoise) -> None:
     np.testing.assert_array_equal(
         noise.discrete_laplace_at(25.0, ("b",), np.array([3]), np.arange(5)),
@@ -484,22 +468,11 @@ def test_length_one_arrays_broadcast(noise: KeyedNoise) -> None:
     )
 
 
-@pytest.mark.xfail(
-    reason="BUG: geometric(p, ctx, 0) raises ValueError (size is computed as 1 from the scalar "
-    "event, then np.broadcast_to of the empty p fails)",
-    strict=True,
-)
 def test_geometric_size_zero_gives_empty(noise: KeyedNoise) -> None:
     out = noise.geometric(0.5, ("z",), 0)
     assert out.dtype == np.int64 and out.shape == (0,)
 
 
-@pytest.mark.xfail(
-    reason="BUG: discrete_laplace(scale, ctx, 0) returns ONE value: size = max(0, size of the "
-    "scalar event) = 1 and the kernel reads streams[0] of an empty array (out of bounds). "
-    "Not run: it may crash.",
-    run=False,
-)
 def test_discrete_laplace_size_zero_gives_empty(noise: KeyedNoise) -> None:
     out = noise.discrete_laplace(2.0, ("z",), 0)
     assert out.dtype == np.int64 and out.shape == (0,)
