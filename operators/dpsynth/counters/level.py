@@ -79,7 +79,7 @@ class LevelCounters:
         self.clock = clock
         self._noise = noise
         self._context = tuple(context)
-        self._cells = np.arange(self.n_cells, dtype=np.uint64)
+        self._cells = np.arange(self.n_cells, dtype=np.int64)  # int64 everywhere: uint64 + int64 mixes to float
         shape = (self.n_cells,)
         self.noisy_total = np.zeros(shape, np.int64)  # S̃
         self.closed_total = np.zeros(shape, np.int64)  # exact sum of closed segments
