@@ -190,7 +190,8 @@ def discrete_laplace_many(key, t, s, streams, events, out):  # type: ignore[no-u
     """Fill ``out[i]`` with the exact Lap_Z(t/s) sample addressed by (streams[i], events[i])."""
     n = out.shape[0]
     for c in prange((n + _CHUNK - 1) // _CHUNK):
-        _discrete_laplace_range(key, t, s, streams, events, out, c * _CHUNK, min(n, (c + 1) * _CHUNK))
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _discrete_laplace_range(key, t, s, streams, events, out, lo, hi)
 
 
 @njit(cache=True)

@@ -196,11 +196,25 @@ def _time_ticks(level: LevelCounters, work: list[tuple[np.ndarray, np.ndarray]])
     return times
 
 
+def _kernel_call_floor(keyed: KeyedNoise, calls: int = 20) -> float:
+    """Median seconds of a one-draw call of a parallel kernel: the fixed cost of each tick.
+
+    A tick of LevelCounters calls the parallel noise kernels at least once (the firing-time
+    draw of its touched cells); this floor is paid whatever the number of touched cells.
+    """
+    times = []
+    for i in range(calls):
+        start = time.perf_counter()
+        keyed.uniform_at(("bench", "floor"), 0, i)
+        times.append(time.perf_counter() - start)
+    return _median(times)
+
+
 def run_level_bench(
     repeats: int = 5,
     *,
     n_cells: int = 2**20,
-    touched: Sequence[int] = (10_000, 1_000),
+    touched: Sequence[int] = (10_000, 1_000, 10),
     ticks: int = 20,
     level_epsilon: float = 0.05,
     start_level: int = 25,
@@ -219,7 +233,8 @@ def run_level_bench(
     n_cells
         Cells of the level (2^20 in the issue).
     touched
-        Touched cells per tick, one workload each; the first is the numerator of the ratio.
+        Touched cells per tick, one workload each. The ratio is touched[0] over touched[1]; a
+        third, tiny workload (10 cells) measures the fixed cost every tick pays.
     ticks
         Timed ticks per repeat; must fit inside ``start_level`` so no level ends while timing.
     level_epsilon
@@ -232,11 +247,18 @@ def run_level_bench(
     Returns
     -------
     dict
-        Construction time, bytes per cell, per-workload median tick time and the median of the
-        per-repeat ratios of tick times (expected ≈ touched[0] / touched[1]).
+        Construction time, bytes per cell, per-workload median tick time, the median of the
+        per-repeat ratios of tick times (expected ≈ touched[0] / touched[1]), the same ratio
+        above the fixed per-tick cost (the smallest workload's tick), and the fixed cost of one
+        call of a parallel noise kernel.
     """
     if repeats < 1:
         raise ConfigError(f"repeats ({repeats}) must be >= 1; use 5 or more on a noisy machine")
+    if len(touched) < 2 or min(touched) < 1:
+        raise ConfigError(
+            f"touched ({tuple(touched)}) must list at least two workloads of >= 1 cell, "
+            "e.g. (10_000, 1_000, 10)"
+        )
     clock = TickClock(epsilon=1.0, release_every=release_every)
     level_ticks = clock.ticks_in_level(start_level)
     if level_ticks <= ticks:
@@ -248,6 +270,7 @@ def run_level_bench(
     keyed = KeyedNoise(BENCH_KEY)
     rng = np.random.default_rng(seed)
     construct: list[float] = []
+    floor: list[float] = []
     tick_runs: dict[int, list[float]] = {k: [] for k in touched}
     bytes_per_cell = math.nan
     for rep in range(repeats):
@@ -263,9 +286,13 @@ def run_level_bench(
             if level.level != start_level:
                 raise RuntimeError("a level ended during the timed ticks; raise start_level")
             tick_runs[k].append(_median(times))
+            floor.append(_kernel_call_floor(keyed))
             bytes_per_cell = level.nbytes / n_cells
-    first, second = touched[0], touched[-1]
+    first, second, smallest = touched[0], touched[1], min(touched)
     ratios = [a / b for a, b in zip(tick_runs[first], tick_runs[second], strict=True)]
+    floor_s = _median(floor)
+    fixed_s = _median(tick_runs[smallest])
+    above = [max(_median(tick_runs[k]) - fixed_s, 1e-9) for k in (first, second)]
     return {
         "benchmark": "level",
         "repeats": repeats,
@@ -288,6 +315,10 @@ def run_level_bench(
             for k in touched
         ],
         "ratio": _median(ratios),
+        "kernel_call_floor_s_runs": floor,
+        "kernel_call_floor_s": floor_s,
+        "fixed_tick_s": fixed_s,
+        "ratio_above_fixed": above[0] / above[1],
         "expected_ratio": first / second,
         "machine": machine_info(),
     }
@@ -350,10 +381,13 @@ def print_level_report(result: dict[str, Any], console: Console | None = None) -
             f"{w['touched']:,}", f"{w['tick_s'] * 1e3:.2f} ms", f"{w['us_per_touched_cell']:.2f}"
         )
     console.print(table)
-    first, second = result["workloads"][0]["touched"], result["workloads"][-1]["touched"]
+    first, second = result["workloads"][0]["touched"], result["workloads"][1]["touched"]
     console.print(
         f"ratio tick({first:,}) / tick({second:,}) = {result['ratio']:.2f} "
         f"(≈ {result['expected_ratio']:g} if work scales with touched cells only); "
+        f"{result['ratio_above_fixed']:.1f} above the fixed cost of a tick "
+        f"({result['fixed_tick_s'] * 1e3:.2f} ms); one parallel kernel call alone takes "
+        f"{result['kernel_call_floor_s'] * 1e3:.2f} ms; "
         f"construction {result['construction_s']:.2f} s; "
         f"{result['bytes_per_cell']:.0f} bytes of state per cell; "
         f"ε_r = {result['level_epsilon']:g}, level r0 = {result['start_level']} "

@@ -138,8 +138,8 @@ def tick_sizes(clock: TickClock, start_level: int, n_ticks: int) -> list[tuple[i
     Ticks end at every multiple of ``release_every`` and at every level end t_{r+1} − 1, as in
     :class:`~dpsynth.clock.TickClock`, so the first and last tick of a level may be short.
 
-    >>> tick_sizes(TickClock(epsilon=1.0, release_every=3), 3, 5)
-    [(3, 1), (3, 3), (3, 3), (4, 2), (4, 3)]
+    >>> tick_sizes(TickClock(epsilon=1.0, release_every=5), 3, 6)  # levels [8, 16), [16, 32)
+    [(3, 3), (3, 5), (4, 5), (4, 5), (4, 5), (4, 1)]
     """
     out: list[tuple[int, int]] = []
     step, r = clock.release_every, start_level

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.statistical
 KEY = bytes(range(32))
 
 
-def test_binary_mechanism_variance_is_popcount_times_node_variance() -> None:
+def test_P4_binary_mechanism_variance_is_popcount_times_node_variance() -> None:
     """Var(error at t) = popcount(t)·Var(Lap_Z(L/ε)) for every t ≤ 2^10 (T = 2^10, L = 11).
 
     Errors are drawn at the Binary Mechanism's own node addresses (event k·64 + i; the unit
@@ -95,7 +95,7 @@ SPARSE_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(SPARSE_CASES))
-def test_lazy_sparse_counter_matches_the_direct_reference(case: str) -> None:
+def test_P3_lazy_sparse_counter_matches_the_direct_reference(case: str) -> None:
     """Lazy (one geometric draw per count change) and direct (fresh λ' per check) counters
     have the same output distribution: every tick's output and the segment count are compared
     by chi-square homogeneity, 2500 keyed runs each, rejecting at p < 1e-4."""

@@ -95,7 +95,7 @@ def _within_5_se(estimate: float, truth: float, se: float) -> bool:
 
 
 @pytest.mark.parametrize("scale", [0.5, 2.0, 25.0, 50.0])
-def test_discrete_laplace_goodness_of_fit(noise: KeyedNoise, scale: float) -> None:
+def test_P2a_discrete_laplace_goodness_of_fit(noise: KeyedNoise, scale: float) -> None:
     """Chi-square GOF of 200 000 draws against (1−p)/(1+p)·p^|z|, p = exp(−1/σ).
 
     False-alarm rate 1e-4 (reject at p < 1e-4); mean and variance within 5 standard errors
@@ -138,7 +138,7 @@ def _opendp_draws(scale: float, n: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("scale", [2.0, 25.0])
-def test_discrete_laplace_matches_opendp(noise: KeyedNoise, scale: float) -> None:
+def test_P2a_discrete_laplace_matches_opendp(noise: KeyedNoise, scale: float) -> None:
     """Chi-square homogeneity of 200 000 of our draws vs 100 000 of OpenDP's; reject at 1e-4.
 
     OpenDP draws from its own (unkeyed) CSPRNG, so this test alone is not reproducible; its
@@ -236,7 +236,7 @@ def _geometric_cases() -> list[tuple[float, int]]:
 
 
 @pytest.mark.parametrize(("p", "m"), _geometric_cases())
-def test_geometric_deviation_bound_exact(p: float, m: int) -> None:
+def test_P2b_geometric_deviation_bound_exact(p: float, m: int) -> None:
     """|P̂(G ≥ m) − (1−p)^m| ≤ 2^-40·(1−p)^m + 2^-52, with P̂ computed exactly.
 
     P̂(G ≥ m) = #{raw ∈ [1, 2^53] : G(raw) ≥ m} / 2^53 = raw_max / 2^53 because G is

@@ -117,7 +117,7 @@ def alg2_verbatim(
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("epsilon,horizon", [(1.0, 40), (3.0, 25), (0.5, 12), (8.0, 30)])
-def test_one_record_per_tick_is_alg2_verbatim(seed: int, epsilon: float, horizon: int) -> None:
+def test_P3_one_record_per_tick_is_alg2_verbatim(seed: int, epsilon: float, horizon: int) -> None:
     rng = np.random.default_rng(seed)
     xs = rng.integers(0, 2, horizon).tolist()
     noise = KeyedNoise(bytes([seed]) * 32)
@@ -185,7 +185,7 @@ def run_isc(
 
 
 @pytest.mark.parametrize("r0", [1, 3, 5])
-def test_data_before_the_start_level_is_never_counted(r0: int) -> None:
+def test_P5_data_before_the_start_level_is_never_counted(r0: int) -> None:
     clock = TickClock(epsilon=1.0, release_every=2)
     ticks = clock.ticks_before_level(7)
     before = clock.ticks_before_level(r0)
@@ -197,7 +197,7 @@ def test_data_before_the_start_level_is_never_counted(r0: int) -> None:
     assert run_isc(xs, clock, r0, KeyedNoise(KEY)) != run_isc(zs, clock, r0, KeyedNoise(KEY))
 
 
-def test_per_level_noise_scales_and_budget_are_as_specified() -> None:
+def test_P5_per_level_noise_scales_and_budget_are_as_specified() -> None:
     # spec A.5.3 table: threshold and check Lap_Z(4/ε_r), T0 = 18 ln(T_r)/ε_r, BM at ε_r/4,
     # S̃ update Lap_Z(2/ε_r): total ε_r per level
     noise = SpyNoise(KEY)
@@ -226,7 +226,7 @@ def test_per_level_noise_scales_and_budget_are_as_specified() -> None:
         assert len(scales_used) == (3 if bm_used and bm.levels > 1 else 2)
 
 
-def test_empty_levels_draw_no_noise() -> None:
+def test_P5_empty_levels_draw_no_noise() -> None:
     noise = SpyNoise(KEY)
     clock = TickClock(epsilon=4.0, release_every=1)  # levels 0 and 1 are empty
     counter = InhomogeneousSparseCounter(lambda r: 1.0, 0, clock, noise, ("e",), first_tick=0)
@@ -237,7 +237,7 @@ def test_empty_levels_draw_no_noise() -> None:
     assert levels_drawn == {2, 3, 4}
 
 
-def test_counters_are_deterministic_per_key_and_differ_across_keys() -> None:
+def test_P2_counters_are_deterministic_per_key_and_differ_across_keys() -> None:
     clock = TickClock(epsilon=1.0, release_every=1)
     xs = [1, 0, 3] * 60
     a = run_isc(xs, clock, 0, KeyedNoise(KEY), level_eps=2.0)

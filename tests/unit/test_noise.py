@@ -197,7 +197,7 @@ def _draws(
     return lap.tolist() + uni.tolist()
 
 
-def test_same_address_same_values(noise: KeyedNoise) -> None:
+def test_P2_same_address_same_values(noise: KeyedNoise) -> None:
     fresh = KeyedNoise(bytes(KEY))  # an equal key in a different object, empty subkey cache
     ctx = ("isc", 3, 1, "thr")
     first = _draws(noise, ctx, 5, 11)
@@ -207,7 +207,7 @@ def test_same_address_same_values(noise: KeyedNoise) -> None:
     np.testing.assert_array_equal(noise.geometric(0.01, ctx, 100), fresh.geometric(0.01, ctx, 100))
 
 
-def test_different_address_different_values(noise: KeyedNoise) -> None:
+def test_P2_different_address_different_values(noise: KeyedNoise) -> None:
     base = _draws(noise, ("isc", 3), 5, 11)
     variants = {
         "key": _draws(KeyedNoise(OTHER_KEY), ("isc", 3), 5, 11),
@@ -424,14 +424,14 @@ def test_outputs_are_int64(noise: KeyedNoise) -> None:
         (1e-300, Fraction(1, 256)),
     ],
 )
-def test_effective_scale_rounds_up(scale: float, expected: Fraction) -> None:
+def test_P2a_effective_scale_rounds_up(scale: float, expected: Fraction) -> None:
     got = effective_scale(scale)
     assert got == expected
     assert Fraction(scale) <= got < Fraction(scale) + Fraction(1, SCALE_DENOMINATOR)
     assert SCALE_DENOMINATOR % got.denominator == 0
 
 
-def test_effective_scale_never_rounds_down_on_a_grid() -> None:
+def test_P2a_effective_scale_never_rounds_down_on_a_grid() -> None:
     for scale in np.geomspace(1e-4, 1e6, 997).tolist() + [k / 256 for k in range(1, 600)]:
         got = effective_scale(scale)
         assert Fraction(scale) <= got < Fraction(scale) + Fraction(1, 256), scale

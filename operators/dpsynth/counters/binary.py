@@ -96,7 +96,7 @@ class BinaryMechanism:
             raise ConfigError(f"epsilon ({epsilon!r}) must be > 0")
         self.levels = binary_levels(horizon)
         self.horizon = int(horizon)
-        self.scale = self.levels / epsilon
+        self.scale = self.levels / epsilon  # privacy: P4
         self._noise = noise
         self._context = (*context, "bm")
         self._stream = np.array([stream], dtype=np.uint64)

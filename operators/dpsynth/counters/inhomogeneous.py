@@ -127,7 +127,7 @@ class InhomogeneousSparseCounter:
                 level_end_scale(eps_r), (*level_context(self._context, self.level), "end"),
                 self._stream, 0,
             )
-            self.noisy_total += self._level_total + int(end_noise[0])
+            self.noisy_total += self._level_total + int(end_noise[0])  # privacy: P5
             self._next_level()
 
     def value(self) -> int:

@@ -79,7 +79,8 @@ class LevelCounters:
         self.clock = clock
         self._noise = noise
         self._context = tuple(context)
-        self._cells = np.arange(self.n_cells, dtype=np.int64)  # int64 everywhere: uint64 + int64 mixes to float
+        # cell ids are int64 everywhere: numpy mixes uint64 with int64 into float64
+        self._cells = np.arange(self.n_cells, dtype=np.int64)
         shape = (self.n_cells,)
         self.noisy_total = np.zeros(shape, np.int64)  # S̃
         self.closed_total = np.zeros(shape, np.int64)  # exact sum of closed segments
@@ -127,7 +128,7 @@ class LevelCounters:
             level_end_scale(eps_r), (*self._level_ctx, "end"), self._cells, 0
         )
         self._frozen = self.values()
-        self.noisy_total += self.closed_total + self.open_count + end_noise
+        self.noisy_total += self.closed_total + self.open_count + end_noise  # privacy: P5
         self._start_level(self._next_nonempty(self.level + 1))
 
     # -- noise ---------------------------------------------------------------------------

@@ -99,7 +99,7 @@ class SparseCounter:
         self.epsilon = float(epsilon)
         self.horizon = int(horizon)
         self.threshold = sparse_threshold(self.epsilon, self.horizon)  # T0
-        self.scale = 2.0 / self.epsilon  # Lap_Z(2/ε) for λ_j and λ'_t
+        self.scale = 2.0 / self.epsilon  # Lap_Z(2/ε) for λ_j and λ'_t; privacy: P3
         self.lazy = lazy
         self._noise = noise
         self._context = tuple(context)
