@@ -1,0 +1,110 @@
+"""A release: the consistent leaf counts of one tick and the public recipe for its points.
+
+Layer: core. DESIGN §4: the compact form (leaf counts + a public placement seed) is what is
+published; the points inside each leaf are a deterministic function of (placement seed, leaf
+index, point index) and never of the data (HVZ Alg 1 "Output"; spec A.5.5, C.11), so any
+consumer that holds a release materialises exactly the same t points. The placement seed is
+public: it is a ChaCha20 key for *placement* only, derived from the run key by HMAC, so it
+reveals nothing about the noise key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpsynth._types import Counts, Points
+from dpsynth.noise import KeyedNoise
+from dpsynth.tree import leaf_bounds
+
+#: Version of the release layout (metadata keys, Morton leaf order, placement rule).
+RELEASE_SCHEMA_VERSION = 1
+PLACEMENTS = ("uniform", "centre")
+
+
+def place_points(
+    leaf_counts: Counts, *, d: int, depth: int, placement: str, placement_seed: bytes
+) -> Points:
+    """Materialise sum(leaf_counts) points in [0,1]^d, leaf by leaf in Morton order.
+
+    ``uniform``: point k of leaf c is ``lower + u·(upper − lower)`` with u the uniforms at
+    addresses (("place", depth), stream c, events k·d … k·d + d − 1) of ``placement_seed``.
+    ``centre``: every point sits at its leaf's centre.
+
+    >>> pts = place_points(np.array([2, 0, 1, 0]), d=2, depth=2, placement="centre",
+    ...                    placement_seed=bytes(32))
+    >>> pts.tolist()
+    [[0.25, 0.25], [0.25, 0.25], [0.75, 0.25]]
+    """
+    counts = np.asarray(leaf_counts, dtype=np.int64)
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement ({placement!r}) must be one of {PLACEMENTS}")
+    if counts.size != 1 << depth or (counts.size and counts.min() < 0):
+        raise ValueError("leaf_counts must hold 2^depth non-negative counts")
+    leaves = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    lower, upper = leaf_bounds(leaves, d=d, depth=depth)
+    if placement == "centre":
+        return (lower + upper) / 2
+    first = np.cumsum(counts) - counts  # index of each leaf's first point
+    within = np.arange(leaves.size, dtype=np.int64) - first[leaves]
+    events = (within[:, None] * d + np.arange(d)).reshape(-1)
+    streams = np.repeat(leaves, d)
+    u = KeyedNoise(placement_seed).uniform_at(("place", depth), streams, events)
+    u = u.reshape(-1, d)
+    return lower + np.minimum(u, np.nextafter(1.0, 0.0)) * (upper - lower)
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """One synthetic dataset of exactly ``t`` points (HVZ Alg 1 output Y_t), in compact form.
+
+    Attributes
+    ----------
+    t
+        Records accepted so far; also the number of points.
+    depth
+        Depth of the leaves (|θ| = depth); ``leaf_counts`` has 2^depth entries, Morton order.
+    leaf_counts
+        Consistent, non-negative leaf counts N̂_θ summing to t (the privacy object).
+    metadata
+        Public description: ε, neighbour notion, schedule and parameters, d, sequence, ….
+    placement_seed
+        Public 32-byte seed of the data-independent positions inside leaves.
+    """
+
+    t: int
+    depth: int
+    leaf_counts: Counts
+    metadata: dict[str, Any] = field(default_factory=dict)
+    placement_seed: bytes = bytes(32)
+
+    @property
+    def d(self) -> int:
+        """Dimension of the points."""
+        return int(self.metadata["d"])
+
+    @property
+    def points(self) -> Points:
+        """The t synthetic points in [0,1]^d (materialised on each access)."""
+        return place_points(
+            self.leaf_counts,
+            d=self.d,
+            depth=self.depth,
+            placement=str(self.metadata.get("placement", "uniform")),
+            placement_seed=self.placement_seed,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Release):
+            return NotImplemented
+        return (
+            self.t == other.t
+            and self.depth == other.depth
+            and np.array_equal(self.leaf_counts, other.leaf_counts)
+            and self.metadata == other.metadata
+            and self.placement_seed == other.placement_seed
+        )
+
+    __hash__ = None  # type: ignore[assignment]

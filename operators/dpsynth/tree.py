@@ -1,0 +1,87 @@
+"""The binary hierarchical partition of [0,1]^d: round-robin midpoint splits, Morton addresses.
+
+Layer: core. Spec A.2 / C.8 (the texts fix only "halves through the middle along a coordinate"):
+going from depth k to k+1 we split coordinate k mod d at the midpoint of the cell's interval;
+child bit 0 is the lower half [a, mid), bit 1 the upper half [mid, b] (1.0 goes up). Bit k of a
+point's address is therefore the (⌊k/d⌋+1)-th binary digit of x_{k mod d}, and the cell of depth
+j containing x is the integer formed by the first j bits (most significant first): the Morton /
+Z-order code. Children of cell c are 2c and 2c+1. A level-j cell has side 2^-⌈(j−i)/d⌉ in
+coordinate i and ℓ∞ diameter 2^-⌊j/d⌋. The partition never depends on the data.
+
+``max_depth`` caps the tree: it is privacy-neutral (fewer queries are asked), it bounds memory,
+and accuracy then plateaus at the leaf diameter 2^-⌊max_depth/d⌋.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpsynth._types import CellIds, Points
+
+#: Addresses are uint64: at most 63 levels.
+MAX_TREE_DEPTH = 63
+
+
+def splits_per_coordinate(depth: int, d: int) -> np.ndarray:
+    """Number of halvings of each coordinate after ``depth`` splits: ⌈(depth − i)/d⌉.
+
+    >>> splits_per_coordinate(5, 2).tolist()
+    [3, 2]
+    """
+    i = np.arange(d)
+    return np.maximum((depth - i + d - 1) // d, 0)
+
+
+def route(points: Points, *, depth: int) -> CellIds:
+    """Morton address at ``depth`` of every point (uint64), vectorised over the batch.
+
+    >>> route(np.array([[0.1, 0.9], [0.6, 0.2], [1.0, 1.0]]), depth=2).tolist()
+    [1, 2, 3]
+    """
+    points = np.asarray(points, dtype=np.float64)
+    n, d = points.shape
+    if not 0 <= depth <= MAX_TREE_DEPTH:
+        raise ValueError(f"depth ({depth}) must lie in [0, {MAX_TREE_DEPTH}]")
+    splits = splits_per_coordinate(depth, d)
+    # grid index of each coordinate at its own resolution; 1.0 lands in the top cell
+    grid = np.empty((n, d), dtype=np.uint64)
+    for i in range(d):
+        cells = 1 << int(splits[i])
+        grid[:, i] = np.minimum(np.floor(points[:, i] * cells), cells - 1).astype(np.uint64)
+    address = np.zeros(n, dtype=np.uint64)
+    one = np.uint64(1)
+    for k in range(depth):
+        i, digit = k % d, k // d
+        bit = (grid[:, i] >> np.uint64(int(splits[i]) - 1 - digit)) & one
+        address = (address << one) | bit
+    return address
+
+
+def ancestors(address: CellIds, *, depth: int, level: int) -> CellIds:
+    """Cell of depth ``level`` containing each cell of depth ``depth`` (drop the last bits)."""
+    return np.asarray(address, dtype=np.uint64) >> np.uint64(depth - level)
+
+
+def leaf_bounds(cells: np.ndarray, *, d: int, depth: int) -> tuple[Points, Points]:
+    """Lower and upper corners of the given cells of depth ``depth`` (each n×d).
+
+    >>> lo, hi = leaf_bounds(np.array([1, 2]), d=2, depth=2)
+    >>> lo.tolist(), hi.tolist()
+    ([[0.0, 0.5], [0.5, 0.0]], [[0.5, 1.0], [1.0, 0.5]])
+    """
+    cells = np.asarray(cells, dtype=np.uint64)
+    splits = splits_per_coordinate(depth, d)
+    grid = np.zeros((cells.size, d), dtype=np.uint64)
+    one = np.uint64(1)
+    for k in range(depth):
+        i = k % d
+        bit = (cells >> np.uint64(depth - 1 - k)) & one
+        grid[:, i] = (grid[:, i] << one) | bit
+    side = 1.0 / (np.uint64(1) << splits.astype(np.uint64)).astype(np.float64)
+    lower = grid.astype(np.float64) * side
+    return lower, lower + side
+
+
+def cell_diameter(depth: int, d: int) -> float:
+    """ℓ∞ diameter of a depth-``depth`` cell: 2^-⌊depth/d⌋."""
+    return 2.0 ** -(depth // d)
