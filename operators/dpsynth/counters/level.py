@@ -71,6 +71,8 @@ class LevelCounters:
         clock: TickClock,
         noise: KeyedNoise,
         context: Sequence[int | str],
+        *,
+        history: Sequence[Counts] | None = None,
     ) -> None:
         if n_cells < 1:
             raise ConfigError(f"n_cells ({n_cells}) must be >= 1")
@@ -92,7 +94,34 @@ class LevelCounters:
         self._frozen: Counts | None = None  # outputs of a level's last tick (S̃ moved on)
         self._due: dict[int, list[np.ndarray]] = {}
         self.level = start_level - 1
+        if history is not None:
+            self._replay(history, start_level)
         self._start_level(self._next_nonempty(start_level))
+
+    def _replay(self, history: Sequence[Counts], start_level: int) -> None:
+        """History replay for r0 = 0 (d = 1, spec C.2): S̃ = Σ_{i<start} (count_i + Lap_Z(2/ε_i)).
+
+        Each past level's noise is drawn at the address a counter running since level 0 would
+        have used for its level-end update, so replay and running agree draw for draw. The
+        level's Sparse Counter outputs were never released, so skipping them is free (C.2).
+        """
+        if len(history) != start_level:
+            raise ValueError(f"history must hold one count vector per level 0..{start_level - 1}")
+        for r, counts in enumerate(history):
+            counts = np.asarray(counts, dtype=np.int64)
+            if counts.shape != (self.n_cells,):
+                raise ValueError(f"history[{r}] must hold {self.n_cells} counts")
+            if self.clock.ticks_in_level(r) == 0:
+                if counts.any():
+                    raise ValueError(f"time level {r} is empty but history[{r}] is not")
+                continue  # C.1: empty level, no noise
+            end_noise = self._noise.discrete_laplace_at(
+                level_end_scale(self.level_epsilon(r)),
+                (*level_context(self._context, r), "end"),
+                self._cells,
+                0,
+            )
+            self.noisy_total += counts + end_noise  # privacy: P5
 
     # -- levels --------------------------------------------------------------------------
 
@@ -101,7 +130,8 @@ class LevelCounters:
             r += 1  # C.1: empty level, no counter and no noise
         return r
 
-    def _start_level(self, r: int) -> None:
+    def _set_level_parameters(self, r: int) -> None:
+        """Public, data-independent parameters of time level r (spec A.5.3 table)."""
         eps_r = self.level_epsilon(r)
         if not eps_r > 0:
             raise ConfigError(f"level epsilon at time level r={r} ({eps_r}) must be > 0")
@@ -113,6 +143,9 @@ class LevelCounters:
         self.bm_levels = binary_levels(self.horizon)
         self.bm_scale = self.bm_levels / (sparse_epsilon / 2)
         self._level_ctx = level_context(self._context, r)
+
+    def _start_level(self, r: int) -> None:
+        self._set_level_parameters(r)
         self.tick = 0
         self.closed_total[:] = 0
         self.open_count[:] = 0
@@ -232,6 +265,51 @@ class LevelCounters:
         if self._frozen is not None:
             return self._frozen.copy()
         return self.noisy_total + self.closed_total + self.bm_noise
+
+    _ARRAYS = (
+        "noisy_total", "closed_total", "open_count", "segment", "noisy_threshold", "fire_at",
+        "bm_noise",
+    )
+
+    def state(self) -> dict[str, object]:
+        """Everything needed to continue exactly: per-cell arrays, level and tick (no noise)."""
+        out: dict[str, object] = {name: getattr(self, name).copy() for name in self._ARRAYS}
+        out.update(n_cells=self.n_cells, level=self.level, tick=self.tick)
+        out["frozen"] = None if self._frozen is None else self._frozen.copy()
+        return out
+
+    @classmethod
+    def from_state(
+        cls,
+        state: dict[str, object],
+        level_epsilon: Callable[[int], float],
+        clock: TickClock,
+        noise: KeyedNoise,
+        context: Sequence[int | str],
+    ) -> LevelCounters:
+        """Rebuild from :meth:`state` without drawing any noise; the due-check index is derived
+        from the stored firing times."""
+        self = cls.__new__(cls)
+        self.n_cells = int(state["n_cells"])  # type: ignore[call-overload]
+        self.level_epsilon = level_epsilon
+        self.clock = clock
+        self._noise = noise
+        self._context = tuple(context)
+        self._cells = np.arange(self.n_cells, dtype=np.int64)
+        self._set_level_parameters(int(state["level"]))  # type: ignore[call-overload]
+        self.tick = int(state["tick"])  # type: ignore[call-overload]
+        for name in cls._ARRAYS:
+            array = np.asarray(state[name], dtype=np.int64)
+            if array.shape != (self.n_cells,):
+                raise ValueError(f"state array {name} has the wrong shape")
+            setattr(self, name, array.copy())
+        frozen = state.get("frozen")
+        self._frozen = None if frozen is None else np.asarray(frozen, dtype=np.int64).copy()
+        self._due = {}
+        alive = np.flatnonzero(self.fire_at != NEVER)
+        for when in np.unique(self.fire_at[alive]):
+            self._due[int(when)] = [alive[self.fire_at[alive] == when]]
+        return self
 
     @property
     def nbytes(self) -> int:

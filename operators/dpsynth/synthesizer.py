@@ -1,0 +1,324 @@
+"""Online private synthetic data: HVZ Alg 1 (= dissertation Alg 12), on ticks.
+
+Layer: core. Reading of spec C.0 (every choice marked there): time levels t_j = ⌈2^j/ε⌉; the
+cells of depth j ≥ 1 exist from t_j on (the prose and proofs, not the printed loop, C.1); each
+tree level is one :class:`~dpsynth.counters.LevelCounters` running Inhomogeneous Sparse Counting
+(HVZ Alg 3) with the schedule ε_{j,r} of :mod:`dpsynth.accounting`; for d ≥ 2 a level-j cell
+starts at time level j and never sees earlier data, for d = 1 it replays the history of all
+completed time levels (C.2); the root count is t (C.3); at each release the noisy counts of
+levels 1..depth(t) are made consistent top-down (:mod:`dpsynth.consistency`, C.7) and the leaf
+counts are published with a public placement seed (:mod:`dpsynth.release`): exactly t points.
+
+Ticks (DESIGN §3): counters advance at every ``release_every`` records and at every level end;
+releases are made at multiples of ``release_every``. ``max_depth`` caps the tree (no cells below
+it are ever created): privacy-neutral, it bounds memory; accuracy plateaus at the leaf diameter.
+
+Privacy: ε-DP under replacement of one record (two root-to-leaf paths, ε/2 each), checked by
+:func:`dpsynth.accounting.check_budget` at construction (privacy: P1). Everything released is a
+function of the noisy counts and of public parameters (privacy: P6).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+import numpy as np
+
+from dpsynth._types import Counts, Points
+from dpsynth.accounting import Schedule, check_budget, paper_schedule
+from dpsynth.clock import TickClock, level_of, level_start
+from dpsynth.consistency import MAX_COUNT, make_consistent
+from dpsynth.counters.level import LevelCounters
+from dpsynth.errors import ConfigError, SchemaError, StateCorruptError
+from dpsynth.noise import KeyedNoise
+from dpsynth.release import PLACEMENTS, RELEASE_SCHEMA_VERSION, Release
+from dpsynth.state import pack_state, unpack_state
+from dpsynth.tree import MAX_TREE_DEPTH, route
+
+SCHEDULES = ("paper",)
+DEFAULT_MAX_DEPTH = 20
+
+
+def validate_points(points: Points | np.ndarray, d: int) -> tuple[Points, int]:
+    """Points as an n×d float array in [0,1]; returns (points, number clipped).
+
+    NaN, ±inf and a wrong shape are refused (nothing is counted); values outside [0,1] are
+    clipped and counted. Messages never show a value.
+    """
+    arr = np.asarray(points, dtype=np.float64)
+    if arr.ndim == 1 and d == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or arr.shape[1] != d:
+        raise SchemaError(f"points must have shape (n, {d}); got shape {arr.shape}")
+    finite = np.isfinite(arr)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise SchemaError(f"points row {row} holds NaN or infinity; drop or repair it upstream")
+    outside = (arr < 0.0) | (arr > 1.0)
+    clipped = int(outside.any(axis=1).sum())
+    if clipped:
+        arr = np.clip(arr, 0.0, 1.0)
+    return arr, clipped
+
+
+class OnlineSynthesizer:
+    """Continual ε-DP synthetic data over [0,1]^d: HVZ Alg 1 (= dissertation Alg 12).
+
+    Privacy: ε-DP for the whole (infinite) sequence of releases under replacement of one record;
+    the budget of every root-to-leaf path is checked at construction (P1); all noise is derived
+    from ``key`` (P2), so the same key and input give byte-identical releases.
+
+    Parameters
+    ----------
+    d
+        Dimension of the points.
+    epsilon
+        Total privacy budget ε.
+    key
+        Secret noise key (≥ 16 bytes). Never stored in a snapshot or release.
+    release_every
+        N: a tick, and a release, every N records.
+    schedule
+        ``"paper"``: ε_{j,r} of HVZ eq. (4.1) for d ≥ 2 and (5.1) for d = 1.
+    max_depth
+        Deepest tree level ever created (default 20).
+    placement
+        ``"uniform"`` (keyed, public positions inside leaves) or ``"centre"``.
+    partition
+        Input partition served; enters every noise context so partitions never share noise.
+
+    Examples
+    --------
+    >>> synth = OnlineSynthesizer(d=2, epsilon=1.0, key=bytes(32), release_every=100)
+    >>> releases = synth.extend(np.full((250, 2), 0.3))
+    >>> [r.t for r in releases], synth.release().points.shape
+    ([100, 200], (200, 2))
+    >>> int(synth.release().leaf_counts.sum())
+    200
+    """
+
+    def __init__(
+        self,
+        d: int,
+        epsilon: float,
+        key: bytes,
+        release_every: int,
+        schedule: str = "paper",
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        *,
+        placement: str = "uniform",
+        partition: int = 0,
+    ) -> None:
+        if not isinstance(d, int) or d < 1:
+            raise ConfigError(f"d ({d!r}) must be an integer >= 1")
+        if schedule not in SCHEDULES:
+            raise ConfigError(f"schedule ({schedule!r}) must be one of {SCHEDULES}")
+        if not isinstance(max_depth, int) or not 0 <= max_depth <= MAX_TREE_DEPTH:
+            raise ConfigError(f"max_depth ({max_depth!r}) must be an integer in [0, 63]")
+        if placement not in PLACEMENTS:
+            raise ConfigError(f"placement ({placement!r}) must be one of {PLACEMENTS}")
+        self.d = d
+        self.epsilon = float(epsilon)
+        self.release_every = release_every
+        self.schedule_name = schedule
+        self.max_depth = max_depth
+        self.placement = placement
+        self.partition = int(partition)
+        self.clock = TickClock(epsilon=self.epsilon, release_every=release_every)
+        self.schedule: Schedule = paper_schedule(d, self.epsilon)
+        self.worst_case_loss = check_budget(self.schedule)  # privacy: P1
+        self._noise = KeyedNoise(key)
+        self.placement_seed = hmac.new(
+            bytes(key), b"dpsynth.placement-seed", hashlib.sha256
+        ).digest()  # public: keys placement only
+        self.t = 0
+        self.sequence = 0
+        self.clipped = 0
+        self.levels: list[LevelCounters] = []  # levels[j-1] holds tree level j
+        self._pending: list[np.ndarray] = []  # addresses of the open tick
+        self._history: list[list[np.ndarray]] = []  # d = 1: addresses per time level
+        self._last: Release | None = None
+        self._grow()
+
+    # -- structure ------------------------------------------------------------------------
+
+    def _context(self, j: int) -> tuple[int | str, ...]:
+        return ("dpsynth", "partition", self.partition, "cells", j)
+
+    def _level_epsilon(self, j: int):  # type: ignore[no-untyped-def]
+        schedule = self.schedule
+        return lambda r: schedule.level_epsilon(j, r)
+
+    def _grow(self) -> None:
+        """Create every tree level j with t_j ≤ t + 1 (cells of depth j exist from t_j, C.1)."""
+        while len(self.levels) < self.max_depth:
+            j = len(self.levels) + 1
+            if level_start(j, self.epsilon) > self.t + 1:
+                return
+            history = None
+            if self.d == 1:  # r0 = 0: replay every completed time level (C.2)
+                history = [self._history_counts(r, j) for r in range(j)]
+            start = j  # the time level at creation
+            self.levels.append(
+                LevelCounters(
+                    1 << j, self._level_epsilon(j), start, self.clock, self._noise,
+                    self._context(j), history=history,
+                )
+            )
+
+    def _history_counts(self, r: int, j: int) -> Counts:
+        chunks = self._history[r] if r < len(self._history) else []
+        if not chunks:
+            return np.zeros(1 << j, np.int64)
+        cells = np.concatenate(chunks) >> np.uint64(self.max_depth - j)
+        return np.bincount(cells.astype(np.int64), minlength=1 << j).astype(np.int64)
+
+    @property
+    def depth(self) -> int:
+        """depth(t) = min(level(t), max_depth), 0 before t_0 (C.0)."""
+        return max(min(level_of(self.t, self.epsilon), self.max_depth), 0) if self.t else 0
+
+    def _next_tick_end(self) -> int:
+        n = self.release_every
+        next_multiple = (self.t // n + 1) * n
+        level_end = level_start(level_of(self.t + 1, self.epsilon) + 1, self.epsilon) - 1
+        return min(next_multiple, level_end)
+
+    # -- streaming verbs ------------------------------------------------------------------
+
+    def extend(self, points: Points | np.ndarray) -> list[Release]:
+        """Consume records (n×d in [0,1]); return the releases completed during the call."""
+        pts, clipped = validate_points(points, self.d)
+        if self.t + len(pts) > MAX_COUNT:
+            raise ConfigError(f"t would exceed {MAX_COUNT} records; shard the input further")
+        self.clipped += clipped
+        addresses = route(pts, depth=self.max_depth)
+        releases = []
+        start = 0
+        while start < len(addresses):
+            end_t = self._next_tick_end()
+            take = min(end_t - self.t, len(addresses) - start)
+            self._pending.append(addresses[start:start + take])
+            start += take
+            self.t += take
+            if self.t == end_t:
+                self._end_tick()
+                if self.t % self.release_every == 0:
+                    releases.append(self._make_release())
+        return releases
+
+    def _end_tick(self) -> None:
+        tick = np.sort(np.concatenate(self._pending)) if self._pending else np.zeros(0, np.uint64)
+        self._pending = []
+        for j, level in enumerate(self.levels, start=1):
+            cells = tick >> np.uint64(self.max_depth - j)
+            if cells.size:
+                starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
+                counts = np.diff(np.r_[starts, cells.size])
+                level.update(cells[starts].astype(np.int64), counts)
+            else:
+                level.update(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        if self.d == 1:
+            r = level_of(self.t, self.epsilon)  # one tick lies in one time level
+            if r >= 0:  # data before t_0 is never counted (C.2)
+                while len(self._history) <= r:
+                    self._history.append([])
+                self._history[r].append(tick)
+        self._grow()
+
+    def _make_release(self) -> Release:
+        depth = self.depth
+        noisy = [self.levels[j - 1].values() for j in range(1, depth + 1)]
+        consistent = make_consistent(self.t, noisy)
+        leaf_counts = consistent[-1] if consistent else np.array([self.t], np.int64)
+        self.sequence += 1
+        self._last = Release(
+            t=self.t,
+            depth=depth,
+            leaf_counts=leaf_counts,
+            metadata=self.metadata(depth),
+            placement_seed=self.placement_seed,
+        )
+        return self._last
+
+    def metadata(self, depth: int | None = None) -> dict[str, Any]:
+        """Public description of the releases (DESIGN §3 "Budget accounting", §4)."""
+        return {
+            "release_schema": RELEASE_SCHEMA_VERSION,
+            "sequence": self.sequence,
+            "partition": self.partition,
+            "t": self.t,
+            "d": self.d,
+            "depth": self.depth if depth is None else depth,
+            "epsilon": self.epsilon,
+            "neighbours": "replace",
+            "worst_case_loss": self.worst_case_loss,
+            "schedule": self.schedule_name,
+            "schedule_params": dict(self.schedule.params),
+            "release_every": self.release_every,
+            "max_depth": self.max_depth,
+            "placement": self.placement,
+            "key_fingerprint": self._noise.fingerprint(),
+        }
+
+    def release(self) -> Release:
+        """The most recent release (t = 0, one empty root before the first)."""
+        if self._last is None:
+            return Release(0, 0, np.zeros(1, np.int64), self.metadata(0), self.placement_seed)
+        return self._last
+
+    # -- snapshots ------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """The whole state as bytes, valid at any point (also mid-tick). No key material."""
+        return pack_state({
+            "config": {
+                "d": self.d, "epsilon": self.epsilon, "release_every": self.release_every,
+                "schedule": self.schedule_name, "max_depth": self.max_depth,
+                "placement": self.placement, "partition": self.partition,
+            },
+            "key_fingerprint": self._noise.fingerprint(),
+            "t": self.t,
+            "sequence": self.sequence,
+            "clipped": self.clipped,
+            "pending": (np.concatenate(self._pending) if self._pending
+                        else np.zeros(0, np.uint64)),
+            "history": [np.concatenate(c) if c else np.zeros(0, np.uint64)
+                        for c in self._history],
+            "levels": [level.state() for level in self.levels],
+            "last": None if self._last is None else {
+                "t": self._last.t, "depth": self._last.depth,
+                "leaf_counts": self._last.leaf_counts, "metadata": self._last.metadata,
+            },
+        })
+
+    @classmethod
+    def restore(cls, blob: bytes, key: bytes) -> OnlineSynthesizer:
+        """Continue from :meth:`snapshot`; the next releases equal an uninterrupted run's."""
+        state = unpack_state(blob)
+        config = state["config"]
+        self = cls(key=key, **config)
+        if self._noise.fingerprint() != state["key_fingerprint"]:
+            raise StateCorruptError(
+                "snapshot was written under a different noise key; restore it with that key "
+                "(a new key must start from an empty state)"
+            )
+        self.t, self.sequence, self.clipped = state["t"], state["sequence"], state["clipped"]
+        pending = state["pending"]
+        self._pending = [pending] if pending.size else []
+        self._history = [[h] if h.size else [] for h in state["history"]]
+        self.levels = [
+            LevelCounters.from_state(
+                level_state, self._level_epsilon(j), self.clock, self._noise, self._context(j)
+            )
+            for j, level_state in enumerate(state["levels"], start=1)
+        ]
+        last = state["last"]
+        if last is not None:
+            self._last = Release(
+                last["t"], last["depth"], last["leaf_counts"], last["metadata"],
+                self.placement_seed,
+            )
+        return self
