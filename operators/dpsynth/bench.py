@@ -58,11 +58,23 @@ def machine_info() -> dict[str, Any]:
             return "not installed"
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
+    try:
+        layer = numba.threading_layer()  # known once a parallel kernel has run
+    except ValueError:
+        layer = numba.config.THREADING_LAYER
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
     return {
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": os.cpu_count(),
         "numba_threads": numba.get_num_threads(),
-        "numba_threading_layer": numba.config.THREADING_LAYER,
+        "numba_threading_layer": layer,
+        "cpu": cpu,
         "loadavg_1m": round(load[0], 2),
         "python": platform.python_version(),
         "platform": platform.platform(),

@@ -212,7 +212,9 @@ class Schema:
         out: dict[str, Any] = {"version": self.version}
         if self.name is not None:
             out["name"] = self.name
-        out["columns"] = [{"name": c.name, "lower": c.lower, "upper": c.upper} for c in self.columns]
+        out["columns"] = [
+            {"name": c.name, "lower": c.lower, "upper": c.upper} for c in self.columns
+        ]
         return out
 
     @classmethod
@@ -239,7 +241,9 @@ class Schema:
 
     # ---- records -> points ----------------------------------------------------------------
 
-    def to_unit(self, records: Sequence[Mapping[str, Any]] | np.ndarray) -> tuple[Points, ClipReport]:
+    def to_unit(
+        self, records: Sequence[Mapping[str, Any]] | np.ndarray
+    ) -> tuple[Points, ClipReport]:
         """Map a batch of records to points in [0,1]^d, clipping out-of-bounds values.
 
         Parameters
@@ -282,9 +286,13 @@ class Schema:
 
         >>> schema = Schema((Column("x", 0, 10),))
         >>> pts, clips, rejects = schema.split_valid([{"x": 5}, {"y": 1}, {"x": float("nan")}])
-        >>> pts.tolist(), rejects
-        ([[0.5]], [(1, "field 'x' is missing"), (2, "field 'x' must be finite (NaN and ±inf are rejected)")])
-        """  # noqa: E501
+        >>> pts.tolist()
+        [[0.5]]
+        >>> for index, reason in rejects:
+        ...     print(index, reason)
+        1 field 'x' is missing
+        2 field 'x' must be finite (NaN and ±inf are rejected)
+        """
         values, reasons = self._extract(records)
         valid = np.array([r is None for r in reasons], dtype=bool)
         rejects = [(i, r) for i, r in enumerate(reasons) if r is not None]
@@ -360,8 +368,8 @@ class Schema:
                 else:
                     try:
                         values[i, j] = float(v)
-                    except OverflowError:
-                        values[i, j] = math.inf
+                    except OverflowError:  # a finite int beyond float64: clipped like any other
+                        values[i, j] = math.copysign(np.finfo(np.float64).max, v)
                     if not math.isfinite(values[i, j]):
                         reasons[i] = _reason_nonfinite(name)
         return values, reasons
@@ -377,8 +385,7 @@ class Schema:
         points = np.asarray(points, dtype=np.float64)
         if points.ndim != 2 or points.shape[1] != self.d:
             raise SchemaError(
-                f"points shape {points.shape} must be (n, {self.d}) for schema columns "
-                f"{self.names}"
+                f"points shape {points.shape} must be (n, {self.d}) for schema columns {self.names}"
             )
         lower = np.array([c.lower for c in self.columns])
         upper = np.array([c.upper for c in self.columns])

@@ -81,7 +81,9 @@ class OnlineSynthesizer:
     release_every
         N: a tick, and a release, every N records.
     schedule
-        ``"paper"``: ε_{j,r} of HVZ eq. (4.1) for d ≥ 2 and (5.1) for d = 1.
+        ``"paper"``: ε_{j,r} of HVZ eq. (4.1) for d ≥ 2 and (5.1) for d = 1; or a
+        :class:`~dpsynth.accounting.Schedule` (snapshots then store only its name, so restore
+        needs the same object: pass it again).
     max_depth
         Deepest tree level ever created (default 20).
     placement
@@ -105,7 +107,7 @@ class OnlineSynthesizer:
         epsilon: float,
         key: bytes,
         release_every: int,
-        schedule: str = "paper",
+        schedule: str | Schedule = "paper",
         max_depth: int = DEFAULT_MAX_DEPTH,
         *,
         placement: str = "uniform",
@@ -113,7 +115,13 @@ class OnlineSynthesizer:
     ) -> None:
         if not isinstance(d, int) or d < 1:
             raise ConfigError(f"d ({d!r}) must be an integer >= 1")
-        if schedule not in SCHEDULES:
+        if isinstance(schedule, Schedule):
+            if schedule.d != d or schedule.epsilon != float(epsilon):
+                raise ConfigError(
+                    f"schedule '{schedule.name}' is for d={schedule.d}, epsilon="
+                    f"{schedule.epsilon}; build it with d={d}, epsilon={epsilon}"
+                )
+        elif schedule not in SCHEDULES:
             raise ConfigError(f"schedule ({schedule!r}) must be one of {SCHEDULES}")
         if not isinstance(max_depth, int) or not 0 <= max_depth <= MAX_TREE_DEPTH:
             raise ConfigError(f"max_depth ({max_depth!r}) must be an integer in [0, 63]")
@@ -122,12 +130,14 @@ class OnlineSynthesizer:
         self.d = d
         self.epsilon = float(epsilon)
         self.release_every = release_every
-        self.schedule_name = schedule
+        self.schedule_name = schedule.name if isinstance(schedule, Schedule) else schedule
         self.max_depth = max_depth
         self.placement = placement
         self.partition = int(partition)
         self.clock = TickClock(epsilon=self.epsilon, release_every=release_every)
-        self.schedule: Schedule = paper_schedule(d, self.epsilon)
+        self.schedule: Schedule = (
+            schedule if isinstance(schedule, Schedule) else paper_schedule(d, self.epsilon)
+        )
         self.worst_case_loss = check_budget(self.schedule)  # privacy: P1
         self._noise = KeyedNoise(key)
         self.placement_seed = hmac.new(
@@ -295,10 +305,22 @@ class OnlineSynthesizer:
         })
 
     @classmethod
-    def restore(cls, blob: bytes, key: bytes) -> OnlineSynthesizer:
-        """Continue from :meth:`snapshot`; the next releases equal an uninterrupted run's."""
+    def restore(
+        cls, blob: bytes, key: bytes, schedule: Schedule | None = None
+    ) -> OnlineSynthesizer:
+        """Continue from :meth:`snapshot`; the next releases equal an uninterrupted run's.
+
+        ``schedule`` must be given again when the synthesizer was built from a Schedule object.
+        """
         state = unpack_state(blob)
-        config = state["config"]
+        config = dict(state["config"])
+        if schedule is not None:
+            if schedule.name != config["schedule"]:
+                raise ConfigError(
+                    f"schedule '{schedule.name}' differs from the snapshot's "
+                    f"'{config['schedule']}'; pass the schedule the snapshot was made with"
+                )
+            config["schedule"] = schedule
         self = cls(key=key, **config)
         if self._noise.fingerprint() != state["key_fingerprint"]:
             raise StateCorruptError(

@@ -1,0 +1,166 @@
+"""OnlineSynthesizer (HVZ Alg 1): releases, structure, determinism, snapshots, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from dpsynth.accounting import paper_schedule
+from dpsynth.clock import level_of, level_start
+from dpsynth.consistency import make_consistent
+from dpsynth.errors import BudgetExceededError, ConfigError, SchemaError, StateCorruptError
+from dpsynth.release import Release
+from dpsynth.synthesizer import OnlineSynthesizer
+from dpsynth.tree import route
+
+KEY = bytes(range(32))
+
+
+def blobs(n: int, d: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.random((3, d))
+    x = centres[rng.integers(0, 3, n)] + rng.normal(0, 0.05, (n, d))
+    return np.clip(x, 0, 1)
+
+
+@pytest.mark.parametrize("d,epsilon", [(1, 1.0), (2, 1.0), (3, 0.5), (2, 4.0), (2, 0.1)])
+def test_every_release_has_exactly_t_points_in_bounds(d: int, epsilon: float) -> None:
+    synth = OnlineSynthesizer(d=d, epsilon=epsilon, key=KEY, release_every=97)
+    releases = synth.extend(blobs(3000, d, 0))
+    assert [r.t for r in releases] == list(range(97, 3001, 97))
+    for release in releases:
+        counts = release.leaf_counts
+        assert counts.dtype == np.int64 and counts.min() >= 0
+        assert counts.size == 2**release.depth and counts.sum() == release.t
+        points = release.points
+        assert points.shape == (release.t, d)
+        assert ((points >= 0) & (points <= 1)).all()
+        assert release.depth == max(min(level_of(release.t, epsilon), synth.max_depth), 0)
+
+
+def test_leaf_counts_sum_up_the_tree() -> None:
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=500)
+    synth.extend(blobs(4000, 2, 1))
+    depth = synth.depth
+    noisy = [synth.levels[j - 1].values() for j in range(1, depth + 1)]
+    levels = make_consistent(synth.t, noisy)
+    np.testing.assert_array_equal(levels[-1], synth.release().leaf_counts)
+    parent = np.array([synth.t])
+    for level in levels:
+        assert level.min() >= 0
+        np.testing.assert_array_equal(level.reshape(-1, 2).sum(axis=1), parent)
+        parent = level
+
+
+def test_P6_release_structure_does_not_depend_on_the_data() -> None:
+    a = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=250)
+    b = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=250)
+    ra = a.extend(blobs(3000, 2, 2))
+    rb = b.extend(np.random.default_rng(3).random((3000, 2)))
+    assert [(r.t, r.depth, r.leaf_counts.size, r.metadata) for r in ra] == [
+        (r.t, r.depth, r.leaf_counts.size, r.metadata) for r in rb
+    ]
+    assert any(not np.array_equal(x.leaf_counts, y.leaf_counts) for x, y in zip(ra, rb))
+
+
+def test_P2_same_key_same_input_gives_identical_releases() -> None:
+    x = blobs(2500, 2, 4)
+    runs = []
+    for _ in range(2):
+        synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=300)
+        runs.append(synth.extend(x[:1000]) + synth.extend(x[1000:]))  # batching is irrelevant
+    assert runs[0] == runs[1]
+    assert all(np.array_equal(p.points, q.points) for p, q in zip(*runs))
+    one_by_one = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=300)
+    singles = [r for row in x for r in one_by_one.extend(row[None, :])]
+    assert singles == runs[0]
+    other = OnlineSynthesizer(d=2, epsilon=1.0, key=bytes(32), release_every=300).extend(x)
+    assert any(not np.array_equal(p.leaf_counts, q.leaf_counts) for p, q in zip(other, runs[0]))
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_snapshot_at_any_point_continues_byte_identically(d: int) -> None:
+    x = blobs(1500, d, 5)
+    reference = OnlineSynthesizer(d=d, epsilon=2.0, key=KEY, release_every=64)
+    expected = reference.extend(x)
+    for cut in [0, 1, 63, 64, 65, 200, 511, 512, 700, 1023, 1499]:  # ticks, mid-tick, levels
+        first = OnlineSynthesizer(d=d, epsilon=2.0, key=KEY, release_every=64)
+        before = first.extend(x[:cut])
+        restored = OnlineSynthesizer.restore(first.snapshot(), KEY)
+        assert restored.release() == first.release()
+        after = restored.extend(x[cut:])
+        assert before + after == expected, cut
+
+
+def test_snapshot_refuses_another_key_and_damage() -> None:
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=10)
+    synth.extend(blobs(100, 2, 6))
+    blob = synth.snapshot()
+    assert KEY not in blob and KEY.hex().encode() not in blob
+    with pytest.raises(StateCorruptError, match="different noise key"):
+        OnlineSynthesizer.restore(blob, bytes(32))
+    with pytest.raises(StateCorruptError, match="checksum"):
+        OnlineSynthesizer.restore(blob[:-1], KEY)
+    with pytest.raises(StateCorruptError):
+        OnlineSynthesizer.restore(b"garbage", KEY)
+
+
+def test_bad_points_are_refused_and_out_of_bounds_clipped() -> None:
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=10)
+    for bad in (np.array([[0.1, np.nan]]), np.array([[np.inf, 0.2]])):
+        with pytest.raises(SchemaError, match="NaN or infinity"):
+            synth.extend(bad)
+    with pytest.raises(SchemaError, match=r"shape \(n, 2\)"):
+        synth.extend(np.zeros((3, 3)))
+    assert synth.t == 0  # nothing was counted
+    synth.extend(np.array([[1.5, 0.2], [0.3, -0.1], [0.5, 0.5]]))
+    assert synth.t == 3 and synth.clipped == 2
+
+
+def test_over_budget_configurations_are_refused() -> None:
+    base = paper_schedule(2, 1.0)
+    inflated = dataclasses.replace(
+        base, name="inflated", level_epsilon=lambda j, r: 1.1 * base.level_epsilon(j, r)
+    )
+    with pytest.raises(BudgetExceededError, match="above epsilon=1"):
+        OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=10, schedule=inflated)
+    with pytest.raises(ConfigError, match="epsilon"):
+        OnlineSynthesizer(d=2, epsilon=0.0, key=KEY, release_every=10)
+    with pytest.raises(ConfigError, match="schedule"):
+        OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=10, schedule="magic")
+    with pytest.raises(ConfigError, match="release_every"):
+        OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=0)
+    with pytest.raises(ConfigError, match="at least 16 bytes"):
+        OnlineSynthesizer(d=2, epsilon=1.0, key=b"short", release_every=10)
+
+
+def test_cells_of_depth_j_exist_from_t_j_and_max_depth_caps_the_tree() -> None:
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=1, max_depth=6)
+    for t in range(1, 200):
+        synth.extend(np.full((1, 2), 0.5))
+        created = len(synth.levels)
+        # levels exist exactly for t_j ≤ t + 1 (the next record's level included), capped
+        assert created == min(max(j for j in range(10) if level_start(j, 1.0) <= t + 1), 6)
+    assert synth.release().depth == 6 and synth.release().leaf_counts.size == 64
+
+
+def test_d2_cells_ignore_history_but_d1_cells_replay_it() -> None:
+    # all early records in the top half; a level created later sees them only for d = 1
+    for d, replays in [(1, True), (2, False)]:
+        synth = OnlineSynthesizer(d=d, epsilon=64.0, key=KEY, release_every=1_000_000)
+        synth.extend(np.full((1000, d), 0.9))  # ε = 64: levels start early, noise is small
+        j = len(synth.levels)
+        synth.extend(np.full((level_start(j + 1, 64.0) - synth.t, d), 0.1))
+        newest = synth.levels[j]  # created after the 0.9 records
+        cell = int(route(np.full((1, d), 0.9), depth=j + 1)[0])
+        top = int(newest.values()[cell])
+        assert (top > 500) == replays, (d, top)
+
+
+def test_epsilon_below_one_releases_uniform_root_before_t0() -> None:
+    synth = OnlineSynthesizer(d=2, epsilon=0.01, key=KEY, release_every=20)  # t_0 = 100
+    early = synth.extend(blobs(99, 2, 7))
+    assert all(r.depth == 0 and r.leaf_counts.tolist() == [r.t] for r in early)
+    assert isinstance(early[0], Release)
