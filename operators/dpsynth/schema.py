@@ -42,6 +42,7 @@ SCHEMA_VERSIONS = (1,)
 
 _SCHEMA_KEYS = {"version", "columns", "name", "$schema"}
 _COLUMN_KEYS = {"name", "lower", "upper"}
+_MISSING = object()  # marks a field absent from a record
 
 
 def _is_real(value: object) -> bool:
@@ -341,9 +342,8 @@ class Schema:
                 None if isinstance(r, Mapping) else "record must be a mapping of field to number"
                 for r in records
             ]
-            missing = object()
             columns = [
-                [r.get(c.name, missing) if isinstance(r, Mapping) else 0.0 for r in records]
+                [r.get(c.name, _MISSING) if isinstance(r, Mapping) else 0.0 for r in records]
                 for c in self.columns
             ]
         values = np.full((len(reasons), d), np.nan)
@@ -361,7 +361,7 @@ class Schema:
             for i, v in enumerate(column):
                 if reasons[i] is not None:
                     continue
-                if v is missing:
+                if v is _MISSING:
                     reasons[i] = f"field {name!r} is missing"
                 elif not _is_real(v):
                     reasons[i] = f"field {name!r} must be a number, not {type(v).__name__}"
@@ -369,7 +369,7 @@ class Schema:
                     try:
                         values[i, j] = float(v)
                     except OverflowError:  # a finite int beyond float64: clipped like any other
-                        values[i, j] = math.copysign(np.finfo(np.float64).max, v)
+                        values[i, j] = np.finfo(np.float64).max * (1 if v > 0 else -1)
                     if not math.isfinite(values[i, j]):
                         reasons[i] = _reason_nonfinite(name)
         return values, reasons
