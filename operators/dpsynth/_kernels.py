@@ -186,8 +186,7 @@ def _discrete_laplace_range(key, t, s, streams, events, out, lo, hi):  # type: i
 
 
 @njit(cache=True, parallel=True)
-def discrete_laplace_many(key, t, s, streams, events, out):  # type: ignore[no-untyped-def]
-    """Fill ``out[i]`` with the exact Lap_Z(t/s) sample addressed by (streams[i], events[i])."""
+def _discrete_laplace_parallel(key, t, s, streams, events, out):  # type: ignore[no-untyped-def]
     n = out.shape[0]
     for c in prange((n + _CHUNK - 1) // _CHUNK):
         lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
@@ -203,8 +202,27 @@ def _uniform53_range(key, streams, events, out, lo, hi):  # type: ignore[no-unty
 
 
 @njit(cache=True, parallel=True)
-def uniform53_many(key, streams, events, out):  # type: ignore[no-untyped-def]
-    """Fill ``out[i]`` with an integer uniform on [1, 2^53] addressed by (streams[i], events[i])."""
+def _uniform53_parallel(key, streams, events, out):  # type: ignore[no-untyped-def]
     n = out.shape[0]
     for c in prange((n + _CHUNK - 1) // _CHUNK):
         _uniform53_range(key, streams, events, out, c * _CHUNK, min(n, (c + 1) * _CHUNK))
+
+
+#: Below this many samples the thread pool's wake-up (~0.5 ms) costs more than it saves.
+_PARALLEL_MIN = 1 << 16
+
+
+def discrete_laplace_many(key, t, s, streams, events, out):  # type: ignore[no-untyped-def]
+    """Fill ``out[i]`` with the exact Lap_Z(t/s) sample addressed by (streams[i], events[i])."""
+    if out.shape[0] >= _PARALLEL_MIN:
+        _discrete_laplace_parallel(key, t, s, streams, events, out)
+    else:
+        _discrete_laplace_range(key, t, s, streams, events, out, 0, out.shape[0])
+
+
+def uniform53_many(key, streams, events, out):  # type: ignore[no-untyped-def]
+    """Fill ``out[i]`` with an integer uniform on [1, 2^53] addressed by (streams[i], events[i])."""
+    if out.shape[0] >= _PARALLEL_MIN:
+        _uniform53_parallel(key, streams, events, out)
+    else:
+        _uniform53_range(key, streams, events, out, 0, out.shape[0])

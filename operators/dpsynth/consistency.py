@@ -35,15 +35,15 @@ def split_parents(parents: Counts, noisy_children: Counts) -> Counts:
     # Capping a child at MAX_COUNT ≥ m keeps a surplus a surplus, so the output stays
     # comparable with the uncapped vector; it bounds the products below.
     a = np.minimum(a, MAX_COUNT)
-    a0, total = a[:, 0], a.sum(axis=1)
+    a0, total = a[:, 0], a[:, 0] + a[:, 1]
     m = parents
-    safe = np.maximum(total, 1)
-    exact_num = m * a0  # ≤ MAX_COUNT² < 2^63
-    floor = exact_num // safe
-    ceil = -((-exact_num) // safe)
-    b0 = np.where(m >= total, floor, ceil)
-    odd_extra = (m % 2) * (np.arange(m.size) % 2 == 0)
-    b0 = np.where(total == 0, m // 2 + odd_extra, b0)
+    quotient, remainder = np.divmod(m * a0, np.maximum(total, 1))  # m·a0 ≤ MAX_COUNT² < 2^63
+    # deficit (m ≥ a0+a1): round m·a0/(a0+a1) down; surplus: round it up
+    b0 = quotient + ((m < total) & (remainder > 0))
+    zero = total == 0  # both children empty: equal split, odd unit by parent parity
+    if zero.any():
+        parity = (np.flatnonzero(zero) % 2 == 0).astype(np.int64)
+        b0[zero] = m[zero] // 2 + (m[zero] % 2) * parity
     return np.stack([b0, m - b0], axis=1).reshape(-1)
 
 

@@ -201,14 +201,7 @@ def encode_release(
     cells = cells.astype(cell_dtype)
     ident = {"run_id": run_id, "partition": partition, "sequence": sequence}
 
-    # record overhead with empty payloads, the widest index, and room for bin32 length headers
-    empty = {"kind": "chunk", **ident, "index": max(cells.size, 1), "cells": b"", "counts": b""}
-    per_chunk = (max_chunk_bytes - len(_pack(empty)) - 6) // (cell_dtype.itemsize + 8)
-    if cells.size and per_chunk < 1:
-        raise ConfigError(
-            f"max_chunk_bytes ({max_chunk_bytes}) must leave room for at least one leaf per chunk"
-            "; raise it"
-        )
+    per_chunk = _chunk_capacity(ident, cells.size, cell_dtype.itemsize, max_chunk_bytes)
     n_chunks = math.ceil(cells.size / per_chunk) if cells.size else 0
     header = {
         "kind": "header",
@@ -242,6 +235,19 @@ def encode_release(
                 f"({max_chunk_bytes}); raise max_chunk_bytes or shrink the release metadata"
             )
     return records
+
+
+def _chunk_capacity(ident: dict[str, Any], n_cells: int, width: int, max_chunk_bytes: int) -> int:
+    """Leaves per chunk so that every chunk record fits in ``max_chunk_bytes``."""
+    # overhead with empty payloads and the widest index, plus room for two bin32 length headers
+    empty = {"kind": "chunk", **ident, "index": max(n_cells, 1), "cells": b"", "counts": b""}
+    per_chunk = (max_chunk_bytes - len(_pack(empty)) - 6) // (width + 8)
+    if n_cells and per_chunk < 1:
+        raise ConfigError(
+            f"max_chunk_bytes ({max_chunk_bytes}) must leave room for at least one leaf per chunk"
+            "; raise it"
+        )
+    return max(per_chunk, 1)
 
 
 def _check_identity(key: ReleaseKey) -> None:
@@ -381,79 +387,95 @@ def decode_release(records: Iterable[bytes], *, max_depth: int = MAX_DECODE_DEPT
     raw_header = next(it, None)
     if raw_header is None:
         raise ReleaseIncompleteError("no records: a release starts with a header record")
-    header = _parse_header(raw_header, max_depth=max_depth)
-    digest = hashlib.sha256(bytes(raw_header))
-    leaf_counts = np.zeros(1 << header.depth, dtype=np.int64)
-    expected, last_cell, total = 0, -1, 0
+    reader = _Reader(_parse_header(raw_header, max_depth=max_depth), raw_header)
     for position, raw in enumerate(it, start=1):
         where = f"record {position}"
         rec = _unpack(raw, where)
         kind = rec.get("kind")
-        if kind in ("chunk", "end") and _key_of(rec, where) != header.key:
-            raise ReleaseIncompleteError(
-                f"{where} belongs to {_key_of(rec, where)}, not to {header.key} whose header "
-                "came first: records of different releases are mixed (use ReleaseAssembler)"
-            )
-        if kind == "chunk":
-            _check_keys(rec, _CHUNK_KEYS, where)
-            index = rec["index"]
-            if not _is_int(index):
-                raise ReleaseIncompleteError(f"{where}: chunk `index` must be an integer")
-            if index < expected:
-                raise ReleaseIncompleteError(f"chunk {index} appears twice ({where})")
-            if index >= header.n_chunks:
-                raise ReleaseIncompleteError(
-                    f"chunk index ({index}) must be below n_chunks ({header.n_chunks})"
-                )
-            if index != expected:
-                raise ReleaseIncompleteError(
-                    f"chunk index ({index}) must be {expected} at {where}: chunks come in order "
-                    f"0..n_chunks-1; chunk {expected} is missing or out of order"
-                )
-            cells, counts = _parse_chunk(rec, header, last_cell)
-            leaf_counts[cells] = counts
-            total += sum(counts.tolist())
-            last_cell, expected = int(cells[-1]), expected + 1
-            digest.update(raw)
-        elif kind == "end":
-            _check_keys(rec, _END_KEYS, where)
-            if expected != header.n_chunks or rec["n_chunks"] != header.n_chunks:
-                raise ReleaseIncompleteError(
-                    f"end record after {expected} of {header.n_chunks} chunks: chunks are missing"
-                )
-            if not isinstance(rec["sha256"], str) or not hmac.compare_digest(
-                rec["sha256"], digest.hexdigest()
-            ):
-                raise ReleaseIncompleteError(
-                    "sha256 of the header and chunks must match the end record's checksum: "
-                    "the release was corrupted or tampered with"
-                )
-            if total != header.t:
-                raise ReleaseIncompleteError(f"leaf counts must sum to t ({header.t})")
-            if next(it, None) is not None:
-                raise ReleaseIncompleteError(
-                    f"no record may follow the end record ({where}); decode one release at a time"
-                )
-            return Release(
-                t=header.t,
-                depth=header.depth,
-                leaf_counts=leaf_counts,
-                metadata=header.metadata,
-                placement_seed=header.placement_seed,
-            )
-        elif kind == "header":
+        if kind == "header":
             raise ReleaseIncompleteError(
                 f"{where} is a second header before the end record: the release is truncated "
                 "or mixed with another"
             )
-        else:
+        if kind not in ("chunk", "end"):
             raise ReleaseIncompleteError(
                 f"{where} `kind` ({kind!r}) must be 'header', 'chunk' or 'end'"
             )
+        if _key_of(rec, where) != reader.header.key:
+            raise ReleaseIncompleteError(
+                f"{where} belongs to {_key_of(rec, where)}, not to {reader.header.key} whose "
+                "header came first: records of different releases are mixed (use ReleaseAssembler)"
+            )
+        if kind == "chunk":
+            reader.chunk(rec, raw, where)
+            continue
+        release = reader.end(rec, where)
+        if next(it, None) is not None:
+            raise ReleaseIncompleteError(
+                f"no record may follow the end record ({where}); decode one release at a time"
+            )
+        return release
     raise ReleaseIncompleteError(
-        f"records ended before the end record, after {expected} of {header.n_chunks} chunks: "
-        "the release is truncated"
+        f"records ended before the end record, after {reader.expected} of "
+        f"{reader.header.n_chunks} chunks: the release is truncated"
     )
+
+
+class _Reader:
+    """Running state of one release being decoded: checked chunk by chunk, then at the end."""
+
+    def __init__(self, header: _Header, raw_header: bytes) -> None:
+        self.header = header
+        self.digest = hashlib.sha256(bytes(raw_header))
+        self.leaf_counts = np.zeros(1 << header.depth, dtype=np.int64)
+        self.expected, self.last_cell, self.total = 0, -1, 0
+
+    def chunk(self, rec: dict[str, Any], raw: bytes, where: str) -> None:
+        """Check one chunk's place in the sequence and its contents, and add its leaves."""
+        _check_keys(rec, _CHUNK_KEYS, where)
+        index, n_chunks = rec["index"], self.header.n_chunks
+        if not _is_int(index):
+            raise ReleaseIncompleteError(f"{where}: chunk `index` must be an integer")
+        if index < self.expected:
+            raise ReleaseIncompleteError(f"chunk {index} appears twice ({where})")
+        if index >= n_chunks:
+            raise ReleaseIncompleteError(
+                f"chunk index ({index}) must be below n_chunks ({n_chunks})"
+            )
+        if index != self.expected:
+            raise ReleaseIncompleteError(
+                f"chunk index ({index}) must be {self.expected} at {where}: chunks come in order "
+                f"0..n_chunks-1; chunk {self.expected} is missing or out of order"
+            )
+        cells, counts = _parse_chunk(rec, self.header, self.last_cell)
+        self.leaf_counts[cells] = counts
+        self.total += sum(counts.tolist())  # exact: Python ints cannot overflow
+        self.last_cell, self.expected = int(cells[-1]), self.expected + 1
+        self.digest.update(raw)
+
+    def end(self, rec: dict[str, Any], where: str) -> Release:
+        """Check the end record, the checksum and the sum; return the release."""
+        _check_keys(rec, _END_KEYS, where)
+        header = self.header
+        if self.expected != header.n_chunks or rec["n_chunks"] != header.n_chunks:
+            raise ReleaseIncompleteError(
+                f"end record after {self.expected} of {header.n_chunks} chunks: chunks are missing"
+            )
+        sha = rec["sha256"]
+        if not isinstance(sha, str) or not hmac.compare_digest(sha, self.digest.hexdigest()):
+            raise ReleaseIncompleteError(
+                "sha256 of the header and chunks must match the end record's checksum: "
+                "the release was corrupted or tampered with"
+            )
+        if self.total != header.t:
+            raise ReleaseIncompleteError(f"leaf counts must sum to t ({header.t})")
+        return Release(
+            t=header.t,
+            depth=header.depth,
+            leaf_counts=self.leaf_counts,
+            metadata=header.metadata,
+            placement_seed=header.placement_seed,
+        )
 
 
 # ---- files -------------------------------------------------------------------------------

@@ -348,30 +348,7 @@ class Schema:
             ]
         values = np.full((len(reasons), d), np.nan)
         for j, column in enumerate(columns):
-            name = self.columns[j].name
-            if all(type(v) is float or type(v) is int for v in column):
-                try:
-                    values[:, j] = column
-                except OverflowError:  # an int beyond float64: found below, value by value
-                    pass
-                else:
-                    for i in np.nonzero(~np.isfinite(values[:, j]))[0].tolist():
-                        reasons[i] = reasons[i] or _reason_nonfinite(name)
-                    continue
-            for i, v in enumerate(column):
-                if reasons[i] is not None:
-                    continue
-                if v is _MISSING:
-                    reasons[i] = f"field {name!r} is missing"
-                elif not _is_real(v):
-                    reasons[i] = f"field {name!r} must be a number, not {type(v).__name__}"
-                else:
-                    try:
-                        values[i, j] = float(v)
-                    except OverflowError:  # a finite int beyond float64: clipped like any other
-                        values[i, j] = np.finfo(np.float64).max * (1 if v > 0 else -1)
-                    if not math.isfinite(values[i, j]):
-                        reasons[i] = _reason_nonfinite(name)
+            _fill_column(values[:, j], column, self.columns[j].name, reasons)
         return values, reasons
 
     # ---- points -> records ----------------------------------------------------------------
@@ -395,6 +372,33 @@ class Schema:
         """Map points back to records: one ``{name: value}`` dict of Python floats per point."""
         names = self.names
         return [dict(zip(names, row, strict=True)) for row in self.from_unit(points).tolist()]
+
+
+def _fill_column(out: np.ndarray, column: list[Any], name: str, reasons: list[str | None]) -> None:
+    """Convert one column's values into ``out``; give each still-valid bad record its reason."""
+    if all(type(v) is float or type(v) is int for v in column):  # fast path: plain numbers
+        try:
+            out[:] = column
+        except OverflowError:  # an int beyond float64: handled value by value below
+            pass
+        else:
+            for i in np.nonzero(~np.isfinite(out))[0].tolist():
+                reasons[i] = reasons[i] or _reason_nonfinite(name)
+            return
+    for i, v in enumerate(column):
+        if reasons[i] is not None:  # keep the first rule broken, in column order
+            continue
+        if v is _MISSING:
+            reasons[i] = f"field {name!r} is missing"
+        elif not _is_real(v):
+            reasons[i] = f"field {name!r} must be a number, not {type(v).__name__}"
+        else:
+            try:
+                out[i] = float(v)
+            except OverflowError:  # a finite int beyond float64: clipped like any other
+                out[i] = np.finfo(np.float64).max * (1 if v > 0 else -1)
+            if not math.isfinite(out[i]):
+                reasons[i] = _reason_nonfinite(name)
 
 
 def _reason_nonfinite(name: str) -> str:

@@ -279,6 +279,7 @@ def test_range_counts_match_brute_force(monkeypatch: pytest.MonkeyPatch) -> None
     expected = _brute_force_counts(points, boxes)
     assert range_counts(points, boxes).tolist() == expected
     monkeypatch.setattr(queries_module, "_BLOCK_ELEMENTS", 64)  # many point and box blocks
+    monkeypatch.setattr(queries_module, "_BOXES_PER_BLOCK", 5)
     assert range_counts(points, boxes).tolist() == expected
     assert range_counts(np.zeros((0, 2)), boxes).tolist() == [0] * len(boxes)
 
