@@ -62,7 +62,8 @@ def test_P6_release_structure_does_not_depend_on_the_data() -> None:
     assert [(r.t, r.depth, r.leaf_counts.size, r.metadata) for r in ra] == [
         (r.t, r.depth, r.leaf_counts.size, r.metadata) for r in rb
     ]
-    assert any(not np.array_equal(x.leaf_counts, y.leaf_counts) for x, y in zip(ra, rb))
+    pairs = zip(ra, rb, strict=True)
+    assert any(not np.array_equal(x.leaf_counts, y.leaf_counts) for x, y in pairs)
 
 
 def test_P2_same_key_same_input_gives_identical_releases() -> None:
@@ -72,12 +73,13 @@ def test_P2_same_key_same_input_gives_identical_releases() -> None:
         synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=300)
         runs.append(synth.extend(x[:1000]) + synth.extend(x[1000:]))  # batching is irrelevant
     assert runs[0] == runs[1]
-    assert all(np.array_equal(p.points, q.points) for p, q in zip(*runs))
+    assert all(np.array_equal(p.points, q.points) for p, q in zip(*runs, strict=True))
     one_by_one = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=300)
     singles = [r for row in x for r in one_by_one.extend(row[None, :])]
     assert singles == runs[0]
     other = OnlineSynthesizer(d=2, epsilon=1.0, key=bytes(32), release_every=300).extend(x)
-    assert any(not np.array_equal(p.leaf_counts, q.leaf_counts) for p, q in zip(other, runs[0]))
+    pairs = zip(other, runs[0], strict=True)
+    assert any(not np.array_equal(p.leaf_counts, q.leaf_counts) for p, q in pairs)
 
 
 @pytest.mark.parametrize("d", [1, 2])
