@@ -12,7 +12,16 @@ module                 layer    owns
                                 Counting (Alg 3), all cells of a tree level as arrays
 ``accounting``         core     ε schedules and the worst-case loss of one replaced record
 ``errors``             core     DpsynthError and its subclasses
-``bench``, ``cli``     adapter  benchmarks and the ``dpsynth`` command
+``tree``               core     round-robin midpoint partition, Morton routing
+``consistency``        core     non-negative consistent counts (diss. Alg 3, spec C.7)
+``synthesizer``        core     OnlineSynthesizer (HVZ Alg 1): levels, releases, snapshots
+``release``            core     Release (compact form) and public placement of points
+``release_format``     core     releases as checked msgpack records
+``state``              core     snapshots as checked bytes
+``schema``             core     declared record domains ↔ [0,1]^d
+``offline``            core     offline PMM (diss. Alg 4, corrected)
+``eval``               adapter  W1 (exact, tree upper, sliced lower), range queries
+``bench*``, ``cli``    adapter  benchmarks and the ``dpsynth`` command
 =====================  =======  ==============================================================
 """
 
@@ -28,22 +37,31 @@ from dpsynth.counters import (
 )
 from dpsynth.errors import BudgetExceededError, ConfigError, DpsynthError
 from dpsynth.noise import KeyedNoise
+from dpsynth.offline import pmm_synthesize
+from dpsynth.release import Release
+from dpsynth.schema import Column, Schema
+from dpsynth.synthesizer import OnlineSynthesizer
 
 __all__ = [
     "BinaryMechanism",
     "BudgetExceededError",
+    "Column",
     "ConfigError",
     "DpsynthError",
     "InhomogeneousSparseCounter",
     "KeyedNoise",
     "LevelCounters",
+    "OnlineSynthesizer",
+    "Release",
     "Schedule",
+    "Schema",
     "SparseCounter",
     "TickClock",
     "check_budget",
     "level_of",
     "level_start",
     "paper_schedule",
+    "pmm_synthesize",
     "worst_case_loss",
 ]
 __version__ = "0.1.0"

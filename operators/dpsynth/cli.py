@@ -33,7 +33,9 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from dpsynth import bench as benchmarks
 from dpsynth.accounting import paper_schedule
+from dpsynth.bench import DemoStream
 from dpsynth.clock import TickClock
 from dpsynth.counters.level import LevelCounters
 from dpsynth.noise import KeyedNoise
@@ -79,8 +81,6 @@ def bench(which: str, repeats: int, json_path: Path | None) -> None:
 
     Speeds are medians over repeats and ratios to baselines timed in the same run.
     """
-    from dpsynth import bench as benchmarks  # imports OpenDP lazily, only when benchmarking
-
     console = Console()
     results: dict[str, Any] = {}
     if which in ("noise", "all"):
@@ -154,7 +154,51 @@ def tick_sizes(clock: TickClock, start_level: int, n_ticks: int) -> list[tuple[i
     return out[:n_ticks]
 
 
-def _write_plot(path: Path, stream: Any, true: np.ndarray, noisy: np.ndarray,
+def _feed(
+    counters: LevelCounters, stream: DemoStream, sizes: list[tuple[int, int]], records: int,
+    console: Console,
+) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Run the ticks of ``sizes`` through ``counters``; per-tick rows and the true totals."""
+    true = np.zeros(stream.n_cells, np.int64)
+    rows: list[dict[str, Any]] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("ticks", total=len(sizes))
+        for tick, (level, size) in enumerate(sizes, start=1):
+            cells, counts = stream.tick(size)
+            counters.update(cells, counts)
+            true[cells] += counts
+            records += size
+            noisy = counters.values()
+            error = np.abs(noisy - true)
+            rows.append({
+                "tick": tick, "records": records, "time_level": level, "tick_records": size,
+                "true_total": int(true.sum()), "noisy_total": int(noisy.sum()),
+                "mean_abs_error": round(float(error.mean()), 4),
+                "max_abs_error": int(error.max()),
+            })
+            progress.advance(task)
+    return rows, true
+
+
+def _write_csvs(
+    out: Path, rows: list[dict[str, Any]], stream: DemoStream, true: np.ndarray, noisy: np.ndarray
+) -> None:
+    """``counters.csv`` (one row per tick) and ``cells.csv`` (final totals per cell)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "counters.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    with open(out / "cells.csv", "w", newline="") as f:
+        cells_writer = csv.writer(f)
+        cells_writer.writerow(("cell", "x", "y", "true_total", "noisy_total"))
+        cells_writer.writerows(zip(range(stream.n_cells), stream.x.tolist(), stream.y.tolist(),
+                                   true.tolist(), noisy.tolist(), strict=True))
+
+
+def _write_plot(path: Path, stream: DemoStream, true: np.ndarray, noisy: np.ndarray,
                 rows: list[dict[str, Any]], label: str) -> None:
     """2 × 2 PNG: true and noisy cell totals on the grid, noisy vs true, MAE over ticks."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -211,8 +255,6 @@ def demo(out: Path, ticks: int, seed: int) -> None:
     budget ε_{12,r} (eq. 5.3, ε = 1). The noise key is the public demo key unless
     DPSYNTH_NOISE_KEY holds 64 hex characters.
     """
-    from dpsynth.bench import DemoStream
-
     console = Console()
     noise, key_label, is_demo_key = _demo_noise()
     schedule = paper_schedule(DEMO_D, DEMO_EPSILON)
@@ -229,37 +271,9 @@ def demo(out: Path, ticks: int, seed: int) -> None:
     counters = LevelCounters(
         stream.n_cells, lambda r: schedule.level_epsilon(j, r), j, clock, noise, ("demo", j)
     )
-    true = np.zeros(stream.n_cells, np.int64)
-    records = clock.level_start(j) - 1
-    rows: list[dict[str, Any]] = []
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task("ticks", total=len(sizes))
-        for tick, (level, size) in enumerate(sizes, start=1):
-            cells, counts = stream.tick(size)
-            counters.update(cells, counts)
-            true[cells] += counts
-            records += size
-            error = np.abs(counters.values() - true)
-            rows.append({
-                "tick": tick, "records": records, "time_level": level, "tick_records": size,
-                "true_total": int(true.sum()), "noisy_total": int(counters.values().sum()),
-                "mean_abs_error": round(float(error.mean()), 4),
-                "max_abs_error": int(error.max()),
-            })
-            progress.advance(task)
+    rows, true = _feed(counters, stream, sizes, clock.level_start(j) - 1, console)
     noisy = counters.values()
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "counters.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    with open(out / "cells.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(("cell", "x", "y", "true_total", "noisy_total"))
-        writer.writerows(zip(range(stream.n_cells), stream.x.tolist(), stream.y.tolist(),
-                             true.tolist(), noisy.tolist(), strict=True))
+    _write_csvs(out, rows, stream, true, noisy)
     short_label = "public demo key" if is_demo_key else f"key from {KEY_ENV}"
     _write_plot(out / "counters.png", stream, true, noisy, rows, short_label)
     last = rows[-1]

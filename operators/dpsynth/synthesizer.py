@@ -165,7 +165,7 @@ class OnlineSynthesizer:
         """Create every tree level j with t_j ≤ t + 1 (cells of depth j exist from t_j, C.1)."""
         while len(self.levels) < self.max_depth:
             j = len(self.levels) + 1
-            if level_start(j, self.epsilon) > self.t + 1:
+            if level_start(j, self.epsilon) > self.t + 1:  # privacy: P6 (C.1)
                 return
             history = None
             if self.d == 1:  # r0 = 0: replay every completed time level (C.2)
@@ -239,7 +239,7 @@ class OnlineSynthesizer:
         self._grow()
 
     def _make_release(self) -> Release:
-        depth = self.depth
+        depth = self.depth  # privacy: P6 (a function of t and the configuration only)
         noisy = [self.levels[j - 1].values() for j in range(1, depth + 1)]
         consistent = make_consistent(self.t, noisy)
         leaf_counts = consistent[-1] if consistent else np.array([self.t], np.int64)
