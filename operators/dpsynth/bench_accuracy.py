@@ -7,6 +7,11 @@ online paper-mode W1 against offline PMM at the same ε and n, and against the i
 Metrics follow ``../shared/specs/accuracy-study.md`` §1.3: exact ℓ∞ W1 (POT) where n ≤ 5000,
 otherwise exact ℓ∞ W1 on 4000-point subsamples (biased upwards; a sanity check only) and the
 tree upper bound on the full sets (depth 20).
+
+Also here, because they draw workloads or plot them: the generated stream of ``dpsynth run``
+(:func:`drifting_blobs`), the W1 bracket and range-query errors of ``dpsynth run`` and
+``dpsynth eval`` (:func:`w1_bracket`, :func:`range_query_errors`), and the tables and plots of
+``dpsynth bench accuracy|rate|throughput``.
 """
 
 from __future__ import annotations
@@ -16,16 +21,29 @@ import gzip
 import math
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 import numpy as np
+from rich.console import Console
+from rich.table import Table
 
-from dpsynth.eval import w1_exact, w1_tree_upper
+from dpsynth.eval import (
+    default_tree_depth,
+    iid_floor,
+    random_boxes,
+    relative_range_error,
+    w1_exact,
+    w1_sliced_lower,
+    w1_tree_upper,
+)
 from dpsynth.offline import pmm_synthesize
 from dpsynth.synthesizer import OnlineSynthesizer
+from dpsynth.tree import route
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 GOWALLA = SHARED_DATA / "gowalla_nyc" / "gowalla_events.csv.gz"
@@ -52,6 +70,32 @@ def uniform_stream(n: int, d: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).random((n, d))
 
 
+def drifting_blobs(n: int, seed: int = 0, *, d: int = 2, blobs: int = 4) -> np.ndarray:
+    """The generated stream of ``dpsynth run``: Gaussian blobs drifting slowly over time.
+
+    Each of ``blobs`` blobs has a random weight, width (0.03–0.07) and start centre in
+    [0.2, 0.8]^d; its centre moves in a straight line by 0.2 over the whole stream, so record i
+    comes from the mixture at stream position i/n. A tenth of the records are uniform
+    background. The result is clipped to [0,1]^d and depends only on (n, seed, d, blobs).
+
+    >>> x = drifting_blobs(1000, seed=1)
+    >>> x.shape, bool(((x >= 0) & (x <= 1)).all())
+    ((1000, 2), True)
+    """
+    rng = np.random.default_rng(seed)
+    start = rng.uniform(0.2, 0.8, size=(blobs, d))
+    heading = rng.standard_normal((blobs, d))
+    shift = 0.2 * heading / np.linalg.norm(heading, axis=1, keepdims=True)
+    width = rng.uniform(0.03, 0.07, size=blobs)
+    weight = rng.dirichlet(np.full(blobs, 3.0))
+    blob = rng.choice(blobs, size=n, p=weight)
+    position = (np.arange(n) / max(n, 1))[:, None]
+    x = start[blob] + position * shift[blob] + rng.standard_normal((n, d)) * width[blob, None]
+    background = rng.random(n) < 0.1
+    x[background] = rng.random((int(background.sum()), d))
+    return np.clip(x, 0.0, 1.0)
+
+
 def online_release_points(x: np.ndarray, epsilon: float, key: bytes, release_every: int) -> Any:
     """Run the paper-mode synthesizer over all of x; return the final release's points."""
     synth = OnlineSynthesizer(d=x.shape[1], epsilon=epsilon, key=key, release_every=release_every)
@@ -67,6 +111,62 @@ def w1_metrics(x: np.ndarray, y: np.ndarray, seed: int) -> dict[str, float]:
         "exact_subsampled": float(exact.subsampled),
         "tree": w1_tree_upper(x, y, depth=20),
     }
+
+
+def tree_depth(n: int, m: int, d: int) -> int:
+    """Depth of the tree bound in ``run`` and ``eval``: at least 20 (as the accuracy study)."""
+    return min(max(20, default_tree_depth(n, m, d)), 60)
+
+
+def w1_bracket(
+    x: np.ndarray, y: np.ndarray, *, max_points: int = 5000, seed: int = 0,
+    n_projections: int = 100,
+) -> dict[str, Any]:
+    """ℓ∞ W1 between a true prefix ``x`` and a release ``y``: sliced ≤ exact ≤ tree.
+
+    ``exact`` is POT's exact W1 on at most ``max_points`` points of each set (``subsampled``
+    says when it is W1 between random subsamples, biased upwards); the two bounds use all
+    points.
+    """
+    exact = w1_exact(x, y, max_points=max_points, seed=seed)
+    return {
+        "metric": "chebyshev (l-infinity) on [0,1]^d",
+        "exact": exact.value,
+        "exact_points": exact.n_used,
+        "exact_subsampled": exact.subsampled,
+        "tree_upper": w1_tree_upper(x, y, depth=tree_depth(len(x), len(y), x.shape[1])),
+        "sliced_lower": w1_sliced_lower(x, y, n_projections=n_projections, seed=seed),
+    }
+
+
+def range_query_errors(
+    x: np.ndarray, y: np.ndarray, *, count: int = 200, seed: int = 0
+) -> dict[str, dict[str, float]]:
+    """Relative range-query error of ``y`` against ``x`` per box size: mean, median, p90."""
+    out = {}
+    for kind in ("small", "medium", "large"):
+        boxes = random_boxes(x.shape[1], count, kind=kind, seed=seed)
+        err = relative_range_error(x, y, boxes)
+        out[kind] = {"mean": float(err.mean()), "median": float(np.median(err)),
+                     "p90": float(np.quantile(err, 0.9)), "boxes": count}
+    return out
+
+
+def evaluate_release(
+    x: np.ndarray, y: np.ndarray, *, max_points: int = 5000, seed: int = 0, boxes: int = 200
+) -> dict[str, Any]:
+    """Everything ``dpsynth eval`` reports: the W1 bracket, the i.i.d. floor, range errors.
+
+    The floor is exact W1 between two disjoint random halves of ``x`` (each at most
+    ``max_points``): the sampling error of a set of that size, which no synthesizer beats.
+    """
+    out = w1_bracket(x, y, max_points=max_points, seed=seed)
+    if len(x) >= 2:
+        half = min(len(x) // 2, max_points)
+        out["iid_floor"] = iid_floor(x, n=half, seed=seed, max_points=max_points)
+        out["iid_floor_points"] = half
+    out["range_queries"] = range_query_errors(x, y, count=boxes, seed=seed)
+    return out
 
 
 def accuracy_table(
@@ -134,15 +234,31 @@ def rate_table(
     return rows
 
 
+#: The issue's benchmark goals (d = 2, ε = 1, a release every 10^4 records).
+GOALS = {"ingest_records_per_s": 1e6, "release_1e6_points_s": 1.0, "state_bytes_per_cell": 64}
+
+
+def touched_cells(x: np.ndarray, max_depth: int = 20) -> list[int]:
+    """Distinct cells of each tree level 1..max_depth that the records ``x`` fall in."""
+    leaf = np.sort(route(x, depth=max_depth))
+    return [int(np.unique(leaf >> np.uint64(max_depth - j)).size)
+            for j in range(1, max_depth + 1)]
+
+
 def throughput(
     records: int = 1_000_000, release_every: int = 10_000, repeats: int = 3
-) -> dict[str, float]:
-    """Ingest rate at d = 2, ε = 1 excluding release time; release materialisation; memory."""
+) -> dict[str, Any]:
+    """Ingest rate at d = 2, ε = 1 excluding release time; release time; state per cell.
+
+    Per repeat: a fresh synthesizer ingests ``records`` uniform points in batches of 10^5; the
+    time spent inside releases (consistency, every ``release_every`` records) is subtracted;
+    then the last release is materialised (its ``records`` points). Medians over repeats.
+    """
     from dpsynth.noise import warm_up
 
     warm_up()
     rates, release_times, materialise = [], [], []
-    state_bytes = 0
+    state_bytes, cells = 0.0, 0
     for repeat in range(repeats):
         x = uniform_stream(records, 2, seed=repeat)
         synth = OnlineSynthesizer(d=2, epsilon=1.0, key=bytes(32), release_every=release_every)
@@ -169,10 +285,216 @@ def throughput(
         assert len(points) == records
         cells = sum(level.n_cells for level in synth.levels)
         state_bytes = sum(level.nbytes for level in synth.levels) / cells
+    touched = touched_cells(uniform_stream(release_every, 2, seed=99))
     return {
+        "records": records, "release_every": release_every, "repeats": repeats,
         "ingest_records_per_s": median(rates),
+        "ingest_records_per_s_all": rates,
         "release_s": median(release_times),
         "materialise_s_per_1e6_points": median(materialise) * 1e6 / records,
+        "release_1e6_points_s": (median(release_times) + median(materialise)) * 1e6 / records,
         "state_bytes_per_cell": state_bytes,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "cells": cells,
+        "levels": synth.depth,
+        "touched_cells_per_tick": sum(touched),
+        "touched_cells_per_level": touched,
+        "goals": GOALS,
     }
+
+
+def _peak_memory_child(records: int, release_every: int) -> dict[str, Any]:
+    """Run in a fresh process: ingest ``records`` uniform points; report its peak RSS."""
+    from dpsynth.noise import warm_up
+
+    warm_up()
+    baseline_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=bytes(32), release_every=release_every)
+    rng = np.random.default_rng(7)
+    started = time.perf_counter()
+    for i in range(0, records, 100_000):
+        synth.extend(rng.random((min(100_000, records - i), 2)))
+    elapsed = time.perf_counter() - started
+    cells = sum(level.n_cells for level in synth.levels)
+    return {
+        "t": synth.t, "releases": synth.sequence, "depth": synth.depth, "cells": cells,
+        "state_mb": sum(level.nbytes for level in synth.levels) / 2**20,
+        "baseline_rss_mb": baseline_mb,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "seconds": elapsed,
+    }
+
+
+def peak_memory(records: int = 10_000_000, release_every: int = 10_000) -> dict[str, Any]:
+    """Peak resident memory of a whole run to t = ``records`` (d = 2, ε = 1), in a new process.
+
+    The child generates its input in batches of 10^5 (never holding the stream), so its peak is
+    the synthesizer's state, one batch and the interpreter with numpy and numba
+    (``baseline_rss_mb``, measured before the synthesizer is built).
+    """
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(_peak_memory_child, records, release_every).result()
+
+
+# ---- reports -------------------------------------------------------------------------------
+
+_METHODS = ("online", "pmm", "floor")
+_METRICS = {"tree": "tree upper bound (full sets, depth 20)",
+            "exact": "exact W1 (4000-point subsamples beyond 5000)"}
+
+
+def summarise_accuracy(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (data, t, metric): medians over seeds and medians of the per-seed ratios."""
+    out = []
+    for data in dict.fromkeys(r["data"] for r in rows):
+        for t in dict.fromkeys(r["t"] for r in rows if r["data"] == data):
+            group = [r for r in rows if r["data"] == data and r["t"] == t]
+            for metric in _METRICS:
+                entry: dict[str, Any] = {"data": data, "t": t, "metric": metric,
+                                         "seeds": len(group)}
+                for m in _METHODS:
+                    entry[m] = median(r[f"{m}_{metric}"] for r in group)
+                for m in ("pmm", "floor"):
+                    entry[f"online_over_{m}"] = median(
+                        r[f"online_{metric}"] / r[f"{m}_{metric}"] for r in group)
+                entry["subsampled"] = metric == "exact" and bool(
+                    group[0]["online_exact_subsampled"])
+                entry["online_s"] = median(r["online_s"] for r in group)
+                out.append(entry)
+    return out
+
+
+def print_accuracy_report(rows: Sequence[dict[str, Any]], console: Console) -> None:
+    """Rich table of :func:`summarise_accuracy`: medians and ratios online/PMM, online/floor."""
+    summary = summarise_accuracy(rows)
+    seeds = summary[0]["seeds"] if summary else 0
+    table = Table(title=f"ℓ∞ W1 at d = 2, ε = 1 (median of {seeds} seeds)")
+    for col in ("data", "t", "metric", "online (paper)", "offline PMM", "i.i.d. floor",
+                "online ÷ PMM", "online ÷ floor", "online run"):
+        table.add_column(col, justify="left" if col in ("data", "metric") else "right")
+    for e in summary:
+        metric = "tree" if e["metric"] == "tree" else (
+            "exact, 4000-subsample" if e["subsampled"] else "exact")
+        table.add_row(e["data"], f"{e['t']:,}", metric, *(f"{e[m]:.4f}" for m in _METHODS),
+                      f"{e['online_over_pmm']:.2f}×", f"{e['online_over_floor']:.2f}×",
+                      f"{e['online_s']:.1f} s")
+    console.print(table)
+    console.print("Ratios are medians of per-seed ratios. PMM: offline, pure ε = 1 under "
+                  "add/remove; the online synthesizer is ε = 1 under replacement.")
+
+
+def print_rate_report(rows: Sequence[dict[str, Any]], console: Console) -> None:
+    """Rich table of :func:`rate_table`."""
+    table = Table(title="W1(t) and W1(t)·normaliser on uniform data (ε = 1, release every t/10)")
+    for col in ("d", "t", "W1 metric", "W1(t)", "normaliser", "W1 · normaliser"):
+        table.add_column(col, justify="right")
+    names = {1: "εt / (ln³(εt)·ln^1.5 t)", 2: "(εt)^½ / ln t", 3: "(εt)^⅓ / ln t"}
+    for r in rows:
+        table.add_row(str(r["d"]), f"{r['t']:,}", r["metric"], f"{r['w1']:.5f}",
+                      names[r["d"]], f"{r['normalised']:.3f}")
+    console.print(table)
+
+
+def print_throughput_report(result: dict[str, Any], console: Console) -> None:
+    """Rich table of :func:`throughput` (and :func:`peak_memory`) against the issue's goals."""
+    table = Table(title=(f"d = 2, ε = 1, release every {result['release_every']:,}: "
+                         f"{result['records']:,} records, median of {result['repeats']}"))
+    for col in ("measure", "value", "goal", "achieved ÷ goal"):
+        table.add_column(col, justify="left" if col == "measure" else "right")
+    rate, goal = result["ingest_records_per_s"], GOALS["ingest_records_per_s"]
+    table.add_row("ingest, excluding release time", f"{rate:,.0f} records/s",
+                  f"≥ {goal:,.0f} records/s", f"{rate / goal:.2f}")
+    release, release_goal = result["release_1e6_points_s"], GOALS["release_1e6_points_s"]
+    table.add_row("release of 10^6 points (consistency + points)", f"{release:.3f} s",
+                  f"≤ {release_goal:g} s", f"{release_goal / release:.2f}")
+    table.add_row("  of which consistency, per release", f"{result['release_s'] * 1e3:.1f} ms",
+                  "", "")
+    table.add_row("  of which materialising 10^6 points",
+                  f"{result['materialise_s_per_1e6_points']:.3f} s", "", "")
+    state, state_goal = result["state_bytes_per_cell"], GOALS["state_bytes_per_cell"]
+    table.add_row("in-memory state per cell", f"{state:.0f} bytes", f"≤ {state_goal} bytes",
+                  f"{state_goal / state:.2f}")
+    table.add_row("cells (levels 1..depth)", f"{result['cells']:,} ({result['levels']} levels)",
+                  "", "")
+    table.add_row(f"touched cells per tick of {result['release_every']:,} records",
+                  f"{result['touched_cells_per_tick']:,}", "", "")
+    peak = result.get("peak")
+    if peak:
+        table.add_row(f"peak RSS at t = {peak['t']:,}", f"{peak['peak_rss_mb']:,.0f} MB",
+                      "(measure)", "")
+        table.add_row("  of which interpreter + numpy + numba",
+                      f"{peak['baseline_rss_mb']:,.0f} MB", "", "")
+        table.add_row("  of which counter state",
+                      f"{peak['state_mb']:,.0f} MB ({peak['cells']:,} cells)", "", "")
+        table.add_row(f"  wall time to t = {peak['t']:,} (with releases)",
+                      f"{peak['seconds']:.0f} s", "", "")
+    console.print(table)
+    console.print("achieved ÷ goal ≥ 1 means the goal is met.")
+
+
+# ---- plots ---------------------------------------------------------------------------------
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def plot_accuracy(rows: Sequence[dict[str, Any]], out_dir: Path) -> Path:
+    """W1 vs t per method (online, PMM, floor), one column per data set, one row per metric.
+
+    Markers are medians over seeds; bars span the smallest to the largest seed.
+    """
+    datasets = list(dict.fromkeys(r["data"] for r in rows))
+    fig = _figure(5.2 * len(datasets), 8)
+    axes = np.atleast_2d(fig.subplots(2, len(datasets), squeeze=False))
+    labels = {"online": "online (paper mode)", "pmm": "offline PMM", "floor": "i.i.d. floor"}
+    for col, data in enumerate(datasets):
+        for row, metric in enumerate(_METRICS):
+            ax = axes[row, col]
+            for method, marker in zip(_METHODS, "osv", strict=True):
+                sizes = sorted({r["t"] for r in rows if r["data"] == data})
+                values = [[r[f"{method}_{metric}"] for r in rows
+                           if r["data"] == data and r["t"] == t] for t in sizes]
+                mid = np.array([median(v) for v in values])
+                err = np.array([mid - [min(v) for v in values], [max(v) for v in values] - mid])
+                ax.errorbar(sizes, mid, yerr=err, marker=marker, capsize=3, label=labels[method])
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("t (records)")
+            ax.set_ylabel("ℓ∞ W1")
+            ax.set_title(f"{data}: {_METRICS[metric]}", fontsize=9)
+            ax.legend(fontsize=8)
+    fig.suptitle("W1 of the release vs the true prefix, d = 2, ε = 1 (median; bars: min–max "
+                 "over seeds)", fontsize=10)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "accuracy-w1-vs-t.png"
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def plot_rate(rows: Sequence[dict[str, Any]], out_dir: Path) -> Path:
+    """W1(t) and W1(t)·normaliser vs t, one line per d."""
+    fig = _figure(11, 4.5)
+    ax_w1, ax_norm = fig.subplots(1, 2)
+    for d in sorted({r["d"] for r in rows}):
+        sub = sorted((r for r in rows if r["d"] == d), key=lambda r: r["t"])
+        ts = [r["t"] for r in sub]
+        label = f"d = {d} ({sub[0]['metric']})"
+        ax_w1.plot(ts, [r["w1"] for r in sub], marker="o", label=label)
+        ax_norm.plot(ts, [r["normalised"] for r in sub], marker="o", label=label)
+    for ax, title in ((ax_w1, "W1(t)"), (ax_norm, "W1(t) · rate normaliser (bounded if the "
+                                                   "theorem's rate holds)")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("t (records)")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=8)
+    fig.suptitle("Online synthesizer on uniform data, ε = 1, release every t/10", fontsize=10)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "rate-normalised.png"
+    fig.savefig(path, dpi=110)
+    return path

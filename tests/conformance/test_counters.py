@@ -56,7 +56,8 @@ def test_level_form_equals_scalar_counters(case: str) -> None:
 
 
 def test_untouched_cells_cost_nothing() -> None:
-    """Per-tick draws = touched cells (+ the rare due checks), independent of the cell count."""
+    """A tick draws nothing for touched cells far below their threshold (thinning windows) and
+    only a handful of candidate checks across all idle cells, whatever the cell count."""
 
     class Counting(KeyedNoise):
         __slots__ = ("draws",)
@@ -80,8 +81,8 @@ def test_untouched_cells_cost_nothing() -> None:
     level = LevelCounters(2**16, lambda r: 0.05, 12, clock, noise, ("big",))
     assert noise.draws >= 2**16  # construction: a threshold and a firing time per cell
     rng = np.random.default_rng(0)
-    for touched in (10, 100, 1000):
+    for touched in (10, 100, 1000, 10_000):
         before = noise.draws
         cells = rng.choice(2**16, touched, replace=False)
         level.update(cells, np.ones(touched, np.int64))
-        assert noise.draws - before == touched
+        assert noise.draws - before <= 5

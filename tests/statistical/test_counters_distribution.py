@@ -91,6 +91,7 @@ SPARSE_CASES = {
     "all_zero_closes_on_noise": ([0, 0, 0, 0], 1.0),  # closure by noise alone, ~5 % of runs
     "one_record_per_tick": ([1] * 16, 2.0),  # Alg 2 verbatim; closes near tick 12
     "integer_ticks": ([0, 3, 1, 0, 2, 4, 0, 0, 5, 1], 1.0),
+    "wide_thinning_window": ([1, 0, 2] * 11, 2.0),  # T0 − 12σ ≈ 3.7: W − N of a few counts
 }
 
 
@@ -108,7 +109,7 @@ def test_P3_lazy_sparse_counter_matches_the_direct_reference(case: str) -> None:
     closed_lazy, closed_direct = (lazy[:, -1] > 0).mean(), (direct[:, -1] > 0).mean()
     assert closed_lazy > 0.01 and closed_direct > 0.01  # the closing path is exercised
     spread = math.sqrt(closed_lazy * (1 - closed_lazy) * 2 / runs)
-    assert abs(closed_lazy - closed_direct) < 4.5 * spread
+    assert abs(closed_lazy - closed_direct) <= 4.5 * spread
 
 
 def test_inhomogeneous_error_follows_lemma_3_4() -> None:

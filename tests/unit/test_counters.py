@@ -149,13 +149,15 @@ def test_untouched_sparse_counter_draws_nothing_per_tick() -> None:
     assert (len(noise.laplace_calls), noise.geometric_draws) == after_init
 
 
-def test_sparse_counter_redraws_only_when_the_count_changes() -> None:
+def test_sparse_counter_redraws_only_when_the_count_leaves_its_window() -> None:
     noise = SpyNoise(KEY)
-    counter = SparseCounter(1.0, 100, noise, ("touch",))
+    counter = SparseCounter(0.05, 10_000, noise, ("touch",))  # T0 ≈ 1658, scale 40: W ≈ 1178
     base = noise.geometric_draws
-    for x in [0, 2, 0, 0, 1, 0]:
+    for x in [0, 2, 0, 0, 1, 0] * 10:
         counter.update(x)
-    assert noise.geometric_draws - base == 2
+    assert noise.geometric_draws == base  # far below the threshold: no redraw at all
+    counter.update(2000)  # jumps past the window: one new candidate process
+    assert noise.geometric_draws - base >= 1
 
 
 def test_sparse_counter_refuses_bad_input() -> None:

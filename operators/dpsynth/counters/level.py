@@ -8,9 +8,10 @@ and the cells whose stored firing check time has come do any work; the rest cost
 (DESIGN §3). Every cell draws its level-end noise, touched or not, so the set of draws never
 depends on the data.
 
-Per-cell state, 7 int64 = 56 bytes: S̃, the exact total of closed segments, the open count N,
-the segment index, the noisy threshold ⌊T0⌋ + λ_j, the stored firing check time and the summed
-Binary Mechanism node noise of the current segment index. Binary Mechanism node noise is
+Per-cell state, 8 int64 = 64 bytes: S̃, the exact total of closed segments, the open count N,
+the segment index, the noisy threshold ⌊T0⌋ + λ_j, the next candidate check time and its window
+W (see :mod:`dpsynth.counters.sparse`, "Lazy evaluation") and the summed Binary Mechanism node
+noise of the current segment index. Binary Mechanism node noise is
 recomputed from its address when a segment closes, never stored per node.
 """
 
@@ -30,10 +31,12 @@ from dpsynth.counters.sparse import (
     MAX_CLOSURES_PER_CHECK,
     NEVER,
     check_event,
+    fire_probability,
     sparse_threshold,
+    window_top,
 )
 from dpsynth.errors import ConfigError
-from dpsynth.noise import KeyedNoise, laplace_tail
+from dpsynth.noise import KeyedNoise
 
 
 class LevelCounters:
@@ -89,7 +92,8 @@ class LevelCounters:
         self.open_count = np.zeros(shape, np.int64)  # N_j
         self.segment = np.zeros(shape, np.int64)
         self.noisy_threshold = np.zeros(shape, np.int64)  # ⌊T0⌋ + λ_j
-        self.fire_at = np.full(shape, NEVER, np.int64)
+        self.fire_at = np.full(shape, NEVER, np.int64)  # next candidate check time
+        self.window_top = np.zeros(shape, np.int64)  # W of the candidate process
         self.bm_noise = np.zeros(shape, np.int64)
         self._frozen: Counts | None = None  # outputs of a level's last tick (S̃ moved on)
         self._due: dict[int, list[np.ndarray]] = {}
@@ -173,22 +177,44 @@ class LevelCounters:
         return math.floor(self.threshold) + lam
 
     def _schedule(
-        self, cells: np.ndarray, time: int, closures: np.ndarray, event: np.ndarray | None = None
+        self,
+        cells: np.ndarray,
+        time: int,
+        closures: np.ndarray,
+        event: np.ndarray | None = None,
+        purpose: str = "fire",
     ) -> None:
-        """Draw, per cell, the first check time ≥ ``time`` at which its test fires."""
+        """New window from the current counts; first candidate check time ≥ ``time`` per cell."""
         if cells.size == 0:
             return
-        k = self.noisy_threshold[cells] - self.open_count[cells] + 1  # fires iff λ' ≥ k
-        q = laplace_tail(self.scale, k)
+        thr = self.noisy_threshold[cells]
+        self.window_top[cells] = window_top(self.open_count[cells], thr, self.scale)
+        q_window = fire_probability(self.scale, thr, self.window_top[cells])
         events = check_event(time, closures) if event is None else event
         gap = self._noise.geometric_at(
-            q, (*self._level_ctx, "fire"), cells.astype(np.uint64), events.astype(np.uint64)
+            q_window, (*self._level_ctx, purpose), cells.astype(np.uint64),
+            events.astype(np.uint64),
         )
         fire = time + np.minimum(gap, self.horizon)
         alive = (fire < self.horizon) & (self.segment[cells] < self.horizon)
         self.fire_at[cells] = np.where(alive, fire, NEVER)
         for when in np.unique(fire[alive]):
             self._due.setdefault(int(when), []).append(cells[alive & (fire == when)])
+
+    def _accept(self, cells: np.ndarray, time: int, closures: np.ndarray) -> np.ndarray:
+        """Thinning: the candidate at ``time`` fires with probability q(N)/q(W); rejected cells
+        draw their next candidate from time + 1."""
+        thr = self.noisy_threshold[cells]
+        q_now = fire_probability(self.scale, thr, self.open_count[cells])
+        q_window = fire_probability(self.scale, thr, self.window_top[cells])
+        events = check_event(time, closures)
+        u = self._noise.uniform_at(
+            (*self._level_ctx, "accept"), cells.astype(np.uint64), events.astype(np.uint64)
+        )
+        accept = u * q_window <= q_now
+        rejected = cells[~accept]
+        self._schedule(rejected, time + 1, closures[~accept], events[~accept], "refire")
+        return accept
 
     # -- checks and ticks ----------------------------------------------------------------
 
@@ -215,6 +241,10 @@ class LevelCounters:
         cells = cells[self.fire_at[cells] == time]  # drop stale entries
         closures = np.zeros(cells.size, np.int64)
         while cells.size:
+            accept = self._accept(cells, time, closures)
+            cells, closures = cells[accept], closures[accept]
+            if not cells.size:
+                break
             self._close(cells)
             closures += 1
             self._schedule(cells, time, closures)
@@ -250,7 +280,8 @@ class LevelCounters:
         touched = cells[counts != 0]
         if touched.size:
             self.open_count[touched] += counts[counts != 0]
-            self._schedule(touched, self.tick, np.zeros(touched.size, np.int64))
+            left = touched[self.open_count[touched] > self.window_top[touched]]
+            self._schedule(left, self.tick, np.zeros(left.size, np.int64))
         if self.tick == self.horizon:
             self._end_level()
 
@@ -268,7 +299,7 @@ class LevelCounters:
 
     _ARRAYS = (
         "noisy_total", "closed_total", "open_count", "segment", "noisy_threshold", "fire_at",
-        "bm_noise",
+        "window_top", "bm_noise",
     )
 
     def state(self) -> dict[str, object]:
@@ -316,6 +347,6 @@ class LevelCounters:
         """Bytes of per-cell state (excluding the due-check index)."""
         arrays = (
             self.noisy_total, self.closed_total, self.open_count, self.segment,
-            self.noisy_threshold, self.fire_at, self.bm_noise,
+            self.noisy_threshold, self.fire_at, self.window_top, self.bm_noise,
         )
         return sum(a.nbytes for a in arrays)

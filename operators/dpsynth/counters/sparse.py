@@ -14,14 +14,21 @@ Reading fixed here (spec C.5, C.6, DESIGN §3 "Ticks"):
   horizon); both caps are functions of public outputs only and are never reached in practice;
 * inputs are non-negative integers per tick; with one record per tick this is Alg 2 verbatim.
 
-Lazy evaluation (DESIGN §3 "Untouched cells cost nothing"): while N_j is unchanged the tests
-are i.i.d. with success probability q = P(λ' ≥ k), k = ⌊T0⌋ + λ_j − N_j + 1, so the first check
-time that fires is τ + Geometric(q). It is drawn once, stored, and redrawn only when N_j changes
-or a segment closes. ``lazy=False`` draws every λ'_τ instead: the direct reference.
+Lazy evaluation (DESIGN §3 "Untouched cells cost nothing"): the test at a check time fires
+with probability q(N) = P(λ' ≥ k), k = ⌊T0⌋ + λ_j − N_j + 1, independently of every other test.
+We simulate these tests by *thinning*: fix a window N ≤ W (W = N + max(1, ⌊T0⌋+λ_j−N−12σ),
+draw candidate check times as a Bernoulli(q(W)) process (geometric gaps, q(W) ≥ q(N) for every
+N ≤ W), and accept a candidate at time τ with probability q(N_τ)/q(W). Each check then fires
+with probability exactly q(N_τ), independently. The next candidate is drawn once and stored;
+it is redrawn only when the open count leaves its window, a candidate is rejected or a segment
+closes — so a cell far below its threshold costs nothing per tick even when it is touched.
+``lazy=False`` draws every λ'_τ instead: the direct reference.
 
-Noise addresses (shared with :mod:`dpsynth.counters.level`): threshold ``(ctx+("thr",), stream,
-j)``; lazy firing time ``(ctx+("fire",), stream, 16·τ + c)``; direct check ``(ctx+("check",),
-stream, 16·τ + c)``, c = closures so far at τ; Binary Mechanism ``ctx+("bm",)``.
+Noise addresses (shared with :mod:`dpsynth.counters.level`), c = closures so far at τ:
+threshold ``(ctx+("thr",), stream, j)``; candidate drawn from time τ ``(ctx+("fire",), stream,
+16·τ + c)``; acceptance of the candidate at τ ``(ctx+("accept",), …, 16·τ + c)``; candidate
+redrawn after a rejection at τ ``(ctx+("refire",), …, 16·τ + c)``; direct check
+``(ctx+("check",), …, 16·τ + c)``; Binary Mechanism ``ctx+("bm",)``.
 """
 
 from __future__ import annotations
@@ -51,6 +58,23 @@ def sparse_threshold(epsilon: float, horizon: int) -> float:
 def check_event(time: int, closures: int) -> int:
     """Event of the check (or firing-time draw) at check time ``time`` after ``closures``."""
     return time * 16 + closures
+
+
+#: The candidate window stops this many noise scales below the threshold: a candidate then
+#: occurs with probability ≈ e^-12 ≈ 6·10^-6 per check, so even 2^20 idle cells cost a few
+#: candidate checks per tick, while a touched cell far below its threshold draws nothing.
+WINDOW_MARGIN_SCALES = 12
+
+
+def window_top(open_count: np.ndarray, noisy_threshold: np.ndarray, scale: float) -> np.ndarray:
+    """W = N + max(1, ⌊T0⌋ + λ_j − N − ⌈12·scale⌉): the open counts one candidate process covers."""
+    margin = math.ceil(WINDOW_MARGIN_SCALES * scale)
+    return open_count + np.maximum(1, noisy_threshold - open_count - margin)
+
+
+def fire_probability(scale: float, noisy_threshold: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """q(N) = P(Lap_Z(scale) ≥ ⌊T0⌋ + λ_j − N + 1): the chance that one test fires."""
+    return laplace_tail(scale, noisy_threshold - count + 1)
 
 
 class SparseCounter:
@@ -110,7 +134,8 @@ class SparseCounter:
         self.open_count = 0  # N_j
         self._noisy_threshold = self._draw_threshold()  # ⌊T0⌋ + λ_j
         self._closures_now = 0  # closures at the current check time
-        self._fire_at = NEVER
+        self._fire_at = NEVER  # next candidate check time (lazy)
+        self._window = 0  # W: open counts covered by the candidate process (lazy)
         if self.lazy:
             self._schedule(0)
         self._value = 0
@@ -129,21 +154,35 @@ class SparseCounter:
     def _draw_threshold(self) -> int:
         return math.floor(self.threshold) + self._draw("thr", self.segment)
 
-    def _schedule(self, time: int, event: int | None = None) -> None:
-        """Lazy: draw the first check time ≥ ``time`` at which the test fires."""
+    def _schedule(self, time: int, event: int | None = None, purpose: str = "fire") -> None:
+        """Lazy: new window from the current count; first candidate check time ≥ ``time``."""
         if time >= self.horizon or self.segment >= self.horizon:
             self._fire_at = NEVER
             return
-        k = self._noisy_threshold - self.open_count + 1  # fires iff λ' ≥ k
-        q = laplace_tail(self.scale, np.array([k]))
+        thr = np.array([self._noisy_threshold])
+        self._window = int(window_top(np.array([self.open_count]), thr, self.scale)[0])
+        q_window = fire_probability(self.scale, thr, np.array([self._window]))
         gap = self._noise.geometric_at(
-            q,
-            (*self._context, "fire"),
+            q_window,
+            (*self._context, purpose),
             self._stream,
             check_event(time, self._closures_now) if event is None else event,
         )[0]
         fire = time + int(gap)
         self._fire_at = fire if fire < self.horizon else NEVER
+
+    def _accept(self, time: int) -> bool:
+        """Thinning: a candidate at ``time`` fires with probability q(N)/q(W)."""
+        thr = np.array([self._noisy_threshold])
+        q_now = fire_probability(self.scale, thr, np.array([self.open_count]))[0]
+        q_window = fire_probability(self.scale, thr, np.array([self._window]))[0]
+        u = self._noise.uniform_at(
+            (*self._context, "accept"), self._stream, check_event(time, self._closures_now)
+        )[0]
+        if u * q_window <= q_now:
+            return True
+        self._schedule(time + 1, check_event(time, self._closures_now), "refire")
+        return False
 
     # -- the check at one time -----------------------------------------------------------
 
@@ -151,7 +190,7 @@ class SparseCounter:
         if self.segment >= self.horizon or self._closures_now >= MAX_CLOSURES_PER_CHECK:
             return False
         if self.lazy:
-            return self._fire_at == time
+            return self._fire_at == time and self._accept(time)
         check = self._draw("check", check_event(time, self._closures_now))
         return self.open_count + check > self._noisy_threshold
 
@@ -179,7 +218,7 @@ class SparseCounter:
         self._run_checks(self.tick)  # the test at τ = tick − 1 runs before tick's input (C.5)
         self.tick += 1
         self.open_count += int(x)
-        if self.lazy and x:
+        if self.lazy and self.open_count > self._window:  # left the window: new candidates
             self._closures_now = 0
             self._schedule(self.tick)
         self._value = self._bm.value()
