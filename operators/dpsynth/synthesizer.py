@@ -28,6 +28,7 @@ import numpy as np
 
 from dpsynth._types import Counts, Points
 from dpsynth.accounting import Schedule, check_budget, paper_schedule
+from dpsynth.accurate import AccurateTree, accurate_schedule
 from dpsynth.clock import TickClock, level_of, level_start
 from dpsynth.consistency import MAX_COUNT, make_consistent
 from dpsynth.counters.level import LevelCounters
@@ -37,7 +38,7 @@ from dpsynth.release import PLACEMENTS, RELEASE_SCHEMA_VERSION, Release
 from dpsynth.state import pack_state, unpack_state
 from dpsynth.tree import MAX_TREE_DEPTH, route
 
-SCHEDULES = ("paper",)
+SCHEDULES = ("paper", "accurate")
 DEFAULT_MAX_DEPTH = 20
 
 
@@ -112,6 +113,8 @@ class OnlineSynthesizer:
         *,
         placement: str = "uniform",
         partition: int = 0,
+        fresh: float = 0.0,
+        alpha: float | None = None,
     ) -> None:
         if not isinstance(d, int) or d < 1:
             raise ConfigError(f"d ({d!r}) must be an integer >= 1")
@@ -135,9 +138,16 @@ class OnlineSynthesizer:
         self.placement = placement
         self.partition = int(partition)
         self.clock = TickClock(epsilon=self.epsilon, release_every=release_every)
-        self.schedule: Schedule = (
-            schedule if isinstance(schedule, Schedule) else paper_schedule(d, self.epsilon)
-        )
+        self.fresh = float(fresh)
+        self.alpha = alpha
+        if schedule == "accurate":
+            self.schedule: Schedule = accurate_schedule(d, self.epsilon, max_depth, alpha, fresh)
+        elif isinstance(schedule, Schedule):
+            self.schedule = schedule
+        else:
+            if fresh or alpha is not None:
+                raise ConfigError("fresh and alpha apply to schedule='accurate' only; drop them")
+            self.schedule = paper_schedule(d, self.epsilon)
         self.worst_case_loss = check_budget(self.schedule)  # privacy: P1
         self._noise = KeyedNoise(key)
         self.placement_seed = hmac.new(
@@ -150,11 +160,18 @@ class OnlineSynthesizer:
         self._pending: list[np.ndarray] = []  # addresses of the open tick
         self._history: list[list[np.ndarray]] = []  # d = 1: addresses per time level
         self._last: Release | None = None
+        self._tree: AccurateTree | None = None
+        if self.schedule_name == "accurate":
+            self._tree = AccurateTree(
+                self.schedule, self.clock, self._noise, self._context(0), max_depth, self.fresh
+            )
         self._grow()
 
     # -- structure ------------------------------------------------------------------------
 
     def _context(self, j: int) -> tuple[int | str, ...]:
+        if self.schedule_name == "accurate":
+            return ("dpsynth", "partition", self.partition, "accurate")
         return ("dpsynth", "partition", self.partition, "cells", j)
 
     def _level_epsilon(self, j: int):  # type: ignore[no-untyped-def]
@@ -163,6 +180,13 @@ class OnlineSynthesizer:
 
     def _grow(self) -> None:
         """Create every tree level j with t_j ≤ t + 1 (cells of depth j exist from t_j, C.1)."""
+        if self._tree is not None:
+            tree = self._tree
+            while tree.depth_created < self.max_depth and (
+                level_start(tree.depth_created + 1, self.epsilon) <= self.t + 1  # privacy: P6
+            ):
+                tree.add_depth()
+            return
         while len(self.levels) < self.max_depth:
             j = len(self.levels) + 1
             if level_start(j, self.epsilon) > self.t + 1:  # privacy: P6 (C.1)
@@ -222,6 +246,14 @@ class OnlineSynthesizer:
     def _end_tick(self) -> None:
         tick = np.sort(np.concatenate(self._pending)) if self._pending else np.zeros(0, np.uint64)
         self._pending = []
+        if self._tree is not None:
+            r = level_of(self.t, self.epsilon)
+            self._tree.add_tick(tick, self.max_depth)
+            if r >= 0 and self.t == level_start(r + 1, self.epsilon) - 1:  # level r ends
+                size = level_start(r + 1, self.epsilon) - level_start(r, self.epsilon)
+                self._tree.end_level(r, size)
+            self._grow()
+            return
         for j, level in enumerate(self.levels, start=1):
             cells = tick >> np.uint64(self.max_depth - j)
             if cells.size:
@@ -240,9 +272,14 @@ class OnlineSynthesizer:
 
     def _make_release(self) -> Release:
         depth = self.depth  # privacy: P6 (a function of t and the configuration only)
-        noisy = [self.levels[j - 1].values() for j in range(1, depth + 1)]
-        consistent = make_consistent(self.t, noisy)
-        leaf_counts = consistent[-1] if consistent else np.array([self.t], np.int64)
+        if self._tree is not None:
+            r = level_of(self.t, self.epsilon)
+            so_far = self.t - level_start(r, self.epsilon) + 1 if r >= 0 else 0
+            leaf_counts = self._tree.leaf_counts(self.t, depth, r, so_far)
+        else:
+            noisy = [self.levels[j - 1].values() for j in range(1, depth + 1)]
+            consistent = make_consistent(self.t, noisy)
+            leaf_counts = consistent[-1] if consistent else np.array([self.t], np.int64)
         self.sequence += 1
         self._last = Release(
             t=self.t,
@@ -288,6 +325,7 @@ class OnlineSynthesizer:
                 "d": self.d, "epsilon": self.epsilon, "release_every": self.release_every,
                 "schedule": self.schedule_name, "max_depth": self.max_depth,
                 "placement": self.placement, "partition": self.partition,
+                "fresh": self.fresh, "alpha": self.alpha,
             },
             "key_fingerprint": self._noise.fingerprint(),
             "t": self.t,
@@ -298,6 +336,7 @@ class OnlineSynthesizer:
             "history": [np.concatenate(c) if c else np.zeros(0, np.uint64)
                         for c in self._history],
             "levels": [level.state() for level in self.levels],
+            "tree": None if self._tree is None else self._tree.state(),
             "last": None if self._last is None else {
                 "t": self._last.t, "depth": self._last.depth,
                 "leaf_counts": self._last.leaf_counts, "metadata": self._last.metadata,
@@ -331,6 +370,8 @@ class OnlineSynthesizer:
         pending = state["pending"]
         self._pending = [pending] if pending.size else []
         self._history = [[h] if h.size else [] for h in state["history"]]
+        if self._tree is not None:
+            self._tree.load_state(state["tree"])
         self.levels = [
             LevelCounters.from_state(
                 level_state, self._level_epsilon(j), self.clock, self._noise, self._context(j)
