@@ -1,13 +1,16 @@
-# The two commands of the README: `make demo` (embedded default run) and `make test`.
+# The two commands of the README: `make run` (embedded default run; `make demo` is an alias)
+# and `make test`.
 PYTHON ?= python3
 
-.PHONY: install demo test bench lint
+.PHONY: install run demo test bench lint
 
 install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
-demo: install
-	dpsynth demo --out dpsynth-out
+run: install
+	dpsynth run --out dpsynth-out
+
+demo: run
 
 lint:
 	ruff check operators tests

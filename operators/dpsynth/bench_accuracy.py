@@ -32,6 +32,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from dpsynth.clock import level_of
 from dpsynth.eval import (
     default_tree_depth,
     iid_floor,
@@ -238,11 +239,46 @@ def rate_table(
 GOALS = {"ingest_records_per_s": 1e6, "release_1e6_points_s": 1.0, "state_bytes_per_cell": 64}
 
 
-def touched_cells(x: np.ndarray, max_depth: int = 20) -> list[int]:
-    """Distinct cells of each tree level 1..max_depth that the records ``x`` fall in."""
+def touched_cells(x: np.ndarray, *, levels: int, max_depth: int = 20) -> list[int]:
+    """Distinct cells of each tree level 1..levels that the records ``x`` fall in."""
     leaf = np.sort(route(x, depth=max_depth))
-    return [int(np.unique(leaf >> np.uint64(max_depth - j)).size)
-            for j in range(1, max_depth + 1)]
+    return [int(np.unique(leaf >> np.uint64(max_depth - j)).size) for j in range(1, levels + 1)]
+
+
+def _timed_ingest(synth: OnlineSynthesizer, x: np.ndarray) -> dict[str, float]:
+    """Feed ``x`` in batches of 10^5; time releases, level-boundary ticks and the other ticks.
+
+    A level-boundary tick ends a time level (every cell of every tree level then draws its
+    end-of-level noise, a new threshold and a new firing time) or creates a tree level.
+    """
+    spent = {"release": 0.0, "boundary": 0.0, "steady": 0.0}
+    ticks = {"boundary": 0, "steady": 0}
+    make_release, end_tick = synth._make_release, synth._end_tick
+
+    def timed_release():  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        out = make_release()
+        spent["release"] += time.perf_counter() - started
+        return out
+
+    def timed_tick() -> None:
+        levels, t = len(synth.levels), synth.t
+        started = time.perf_counter()
+        end_tick()
+        kind = ("boundary" if len(synth.levels) > levels
+                or level_of(t + 1, synth.epsilon) != level_of(t, synth.epsilon) else "steady")
+        spent[kind] += time.perf_counter() - started
+        ticks[kind] += 1
+
+    synth._make_release = timed_release  # type: ignore[method-assign]
+    synth._end_tick = timed_tick  # type: ignore[method-assign]
+    started = time.perf_counter()
+    for i in range(0, len(x), 100_000):
+        synth.extend(x[i:i + 100_000])
+    total = time.perf_counter() - started
+    return {"total_s": total, "release_s": spent["release"], "boundary_s": spent["boundary"],
+            "steady_s": spent["steady"], "boundary_ticks": ticks["boundary"],
+            "steady_ticks": ticks["steady"]}
 
 
 def throughput(
@@ -252,54 +288,51 @@ def throughput(
 
     Per repeat: a fresh synthesizer ingests ``records`` uniform points in batches of 10^5; the
     time spent inside releases (consistency, every ``release_every`` records) is subtracted;
-    then the last release is materialised (its ``records`` points). Medians over repeats.
+    then the last release is materialised (its ``records`` points). Ingest time is also split
+    into level-boundary ticks and the other ("steady") ticks. Medians over repeats.
     """
     from dpsynth.noise import warm_up
 
     warm_up()
-    rates, release_times, materialise = [], [], []
-    state_bytes, cells = 0.0, 0
+    runs, materialise = [], []
     for repeat in range(repeats):
         x = uniform_stream(records, 2, seed=repeat)
         synth = OnlineSynthesizer(d=2, epsilon=1.0, key=bytes(32), release_every=release_every)
-        spent_in_release = 0.0
-        original = synth._make_release
-
-        def timed_release(original=original):  # type: ignore[no-untyped-def]
-            nonlocal spent_in_release
-            started = time.perf_counter()
-            out = original()
-            spent_in_release += time.perf_counter() - started
-            return out
-
-        synth._make_release = timed_release  # type: ignore[method-assign]
-        started = time.perf_counter()
-        for i in range(0, records, 100_000):
-            synth.extend(x[i:i + 100_000])
-        total = time.perf_counter() - started
-        rates.append(records / (total - spent_in_release))
-        release_times.append(spent_in_release / max(synth.sequence, 1))
+        run = _timed_ingest(synth, x)
+        run["ingest_records_per_s"] = records / (run["total_s"] - run["release_s"])
+        run["steady_records_per_s"] = run["steady_ticks"] * release_every / run["steady_s"]
+        run["release_each_s"] = run["release_s"] / max(synth.sequence, 1)
+        runs.append(run)
         started = time.perf_counter()
         points = synth.release().points
         materialise.append(time.perf_counter() - started)
         assert len(points) == records
-        cells = sum(level.n_cells for level in synth.levels)
-        state_bytes = sum(level.nbytes for level in synth.levels) / cells
-    touched = touched_cells(uniform_stream(release_every, 2, seed=99))
-    return {
-        "records": records, "release_every": release_every, "repeats": repeats,
-        "ingest_records_per_s": median(rates),
-        "ingest_records_per_s_all": rates,
-        "release_s": median(release_times),
-        "materialise_s_per_1e6_points": median(materialise) * 1e6 / records,
-        "release_1e6_points_s": (median(release_times) + median(materialise)) * 1e6 / records,
-        "state_bytes_per_cell": state_bytes,
-        "cells": cells,
-        "levels": synth.depth,
-        "touched_cells_per_tick": sum(touched),
-        "touched_cells_per_level": touched,
-        "goals": GOALS,
-    }
+    cells = sum(level.n_cells for level in synth.levels)
+    touched = touched_cells(uniform_stream(release_every, 2, seed=99), levels=len(synth.levels))
+    out: dict[str, Any] = {"records": records, "release_every": release_every,
+                           "repeats": repeats, "runs": runs, "goals": GOALS}
+    for name in ("ingest_records_per_s", "steady_records_per_s", "boundary_s", "steady_s",
+                 "boundary_ticks", "steady_ticks"):
+        out[name] = median(run[name] for run in runs)
+    out["release_s"] = median(run["release_each_s"] for run in runs)
+    out["materialise_s_per_1e6_points"] = median(materialise) * 1e6 / records
+    out["release_1e6_points_s"] = out["release_s"] + out["materialise_s_per_1e6_points"]
+    out["state_bytes_per_cell"] = sum(level.nbytes for level in synth.levels) / cells
+    out.update(cells=cells, levels=len(synth.levels), touched_cells_per_tick=sum(touched),
+               touched_cells_per_level=touched)
+    return out
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident set of this process image (VmHWM: reset by exec, unlike ru_maxrss)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _peak_memory_child(records: int, release_every: int) -> dict[str, Any]:
@@ -307,7 +340,7 @@ def _peak_memory_child(records: int, release_every: int) -> dict[str, Any]:
     from dpsynth.noise import warm_up
 
     warm_up()
-    baseline_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    baseline_mb = _peak_rss_mb()
     synth = OnlineSynthesizer(d=2, epsilon=1.0, key=bytes(32), release_every=release_every)
     rng = np.random.default_rng(7)
     started = time.perf_counter()
@@ -319,7 +352,7 @@ def _peak_memory_child(records: int, release_every: int) -> dict[str, Any]:
         "t": synth.t, "releases": synth.sequence, "depth": synth.depth, "cells": cells,
         "state_mb": sum(level.nbytes for level in synth.levels) / 2**20,
         "baseline_rss_mb": baseline_mb,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": _peak_rss_mb(),
         "seconds": elapsed,
     }
 
@@ -368,18 +401,18 @@ def print_accuracy_report(rows: Sequence[dict[str, Any]], console: Console) -> N
     summary = summarise_accuracy(rows)
     seeds = summary[0]["seeds"] if summary else 0
     table = Table(title=f"ℓ∞ W1 at d = 2, ε = 1 (median of {seeds} seeds)")
-    for col in ("data", "t", "metric", "online (paper)", "offline PMM", "i.i.d. floor",
-                "online ÷ PMM", "online ÷ floor", "online run"):
+    for col in ("data", "t", "metric", "online", "PMM", "floor", "online÷PMM", "online÷floor",
+                "online s"):
         table.add_column(col, justify="left" if col in ("data", "metric") else "right")
     for e in summary:
         metric = "tree" if e["metric"] == "tree" else (
-            "exact, 4000-subsample" if e["subsampled"] else "exact")
+            "exact (4000-sub)" if e["subsampled"] else "exact")
         table.add_row(e["data"], f"{e['t']:,}", metric, *(f"{e[m]:.4f}" for m in _METHODS),
                       f"{e['online_over_pmm']:.2f}×", f"{e['online_over_floor']:.2f}×",
-                      f"{e['online_s']:.1f} s")
+                      f"{e['online_s']:.1f}")
     console.print(table)
-    console.print("Ratios are medians of per-seed ratios. PMM: offline, pure ε = 1 under "
-                  "add/remove; the online synthesizer is ε = 1 under replacement.")
+    console.print("online = paper mode, ε = 1 under replacement; PMM = offline, pure ε = 1 under "
+                  "add/remove; floor = i.i.d. resample. Ratios are medians of per-seed ratios.")
 
 
 def print_rate_report(rows: Sequence[dict[str, Any]], console: Console) -> None:
@@ -403,6 +436,10 @@ def print_throughput_report(result: dict[str, Any], console: Console) -> None:
     rate, goal = result["ingest_records_per_s"], GOALS["ingest_records_per_s"]
     table.add_row("ingest, excluding release time", f"{rate:,.0f} records/s",
                   f"≥ {goal:,.0f} records/s", f"{rate / goal:.2f}")
+    table.add_row(f"  {result['boundary_ticks']:.0f} level-boundary ticks",
+                  f"{result['boundary_s']:.2f} s", "", "")
+    table.add_row(f"  {result['steady_ticks']:.0f} other ticks", f"{result['steady_s']:.2f} s "
+                  f"({result['steady_records_per_s']:,.0f} records/s)", "", "")
     release, release_goal = result["release_1e6_points_s"], GOALS["release_1e6_points_s"]
     table.add_row("release of 10^6 points (consistency + points)", f"{release:.3f} s",
                   f"≤ {release_goal:g} s", f"{release_goal / release:.2f}")

@@ -202,7 +202,9 @@ class Source:
     @property
     def n(self) -> int:
         """Number of input records (valid or not)."""
-        return len(self.records) if self.records is not None else len(self.points)  # type: ignore[arg-type]
+        if self.records is not None:
+            return len(self.records)
+        return 0 if self.points is None else len(self.points)
 
     @property
     def d(self) -> int:
@@ -243,7 +245,7 @@ def read_records(path: Path) -> list[Any]:
     which the schema rejects as "record must be a mapping".
     """
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", newline="") as f:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as f:  # type: ignore[operator]
         text = f.read()
     if text.lstrip()[:1] in ("{", "["):
         records: list[Any] = []
@@ -376,12 +378,13 @@ def _feed(synth: OnlineSynthesizer, source: Source, out: Path, run_id: str,
     parts, files, rejected, clips = [], [], 0, None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[releases]} releases"), TimeElapsedColumn())
-    with open(out / "dead-letter.ndjson", "w") as dead, \
-            Progress(*columns, console=console) as progress:
+    with (open(out / "dead-letter.ndjson", "w", encoding="utf-8") as dead,
+          Progress(*columns, console=console) as progress):
         task = progress.add_task("records", total=source.n, releases=0)
         for size, points, report, rejects in source.batches(BATCH_RECORDS):
             for index, reason in rejects:  # the index and the rule broken, never the value
-                dead.write(json.dumps({"index": index, "reason": reason}) + "\n")
+                line = json.dumps({"index": index, "reason": reason}, ensure_ascii=False)
+                dead.write(line + "\n")
             rejected += len(rejects)
             if report is not None:
                 clips = report if clips is None else clips + report

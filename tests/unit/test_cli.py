@@ -1,4 +1,4 @@
-"""Unit tests of the ``dpsynth`` command line: the demo's outputs and its key hygiene.
+"""Unit tests of the ``dpsynth`` command line: run, inspect, eval, the demo, and key hygiene.
 
 The benchmarks are commands, not timed tests: only their ``--help`` is checked here.
 """
@@ -6,13 +6,18 @@ The benchmarks are commands, not timed tests: only their ``--help`` is checked h
 from __future__ import annotations
 
 import csv
+import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dpsynth.cli import CSV_COLUMNS, DEMO_KEY, KEY_ENV, main, tick_sizes
+from dpsynth import bench_accuracy
+from dpsynth.cli import CSV_COLUMNS, DEMO_KEY, KEY_ENV, KEY_FILE_ENV, main, tick_sizes
 from dpsynth.clock import TickClock
+from dpsynth.release_format import read_release_file
 
 SECRET_HEX = "5e" * 16 + "c4" * 16  # a stand-in private key; must never appear in any output
 
@@ -31,6 +36,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 @pytest.fixture
 def no_env_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.delenv(KEY_FILE_ENV, raising=False)
 
 
 def test_demo_writes_csv_and_png(tmp_path: Path, no_env_key: None) -> None:
@@ -94,3 +100,216 @@ def test_help_lists_commands() -> None:
     assert "bench" in result.output and "demo" in result.output
     result = CliRunner().invoke(main, ["bench", "--help"])
     assert result.exit_code == 0 and "--repeats" in result.output
+
+
+# -- dpsynth run / inspect / eval ------------------------------------------------------------
+
+SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "example-schema.json"
+RUN_ARGS = ("--points", "3000", "--release-every", "1000", "--w1-points", "300")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _invoke(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def generated_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """One default-style run (generated stream, public demo key), shared by several tests."""
+    out = tmp_path_factory.mktemp("run") / "out"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(KEY_ENV, raising=False)
+        mp.delenv(KEY_FILE_ENV, raising=False)
+        yield out, _invoke("run", *RUN_ARGS, "--out", str(out))
+
+
+def test_run_writes_releases_summary_and_plots(generated_run: tuple[Path, str]) -> None:
+    out, output = generated_run
+    files = sorted((out / "releases").glob("release-*.bin"))
+    assert [f.name for f in files] == [f"release-{i:06d}.bin" for i in (1, 2, 3)]
+    for sequence, path in enumerate(files, start=1):
+        release = read_release_file(path)
+        assert release.t == 1000 * sequence
+        points = release.points
+        assert points.shape == (release.t, 2)  # exactly t points
+        assert ((points >= 0) & (points <= 1)).all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["t"] == 3000 and summary["releases"] == 3
+    assert summary["epsilon"] == 1.0 and summary["schedule"] == "paper"
+    assert summary["rejected"] == 0 and summary["clipped"] == 0
+    final = summary["w1_final"]
+    assert final["exact_subsampled"] and final["exact_points"] == 300
+    assert final["sliced_lower"] <= final["exact"] + 0.05 and final["exact"] <= final["tree_upper"]
+    assert [c["t"] for c in summary["w1_over_t"]] == [1000, 2000, 3000]
+    for name in ("true-vs-synthetic.png", "w1-over-t.png"):
+        assert (out / name).read_bytes()[:8] == PNG
+    assert (out / "dead-letter.ndjson").read_text() == ""
+    assert "WARNING" in output and "DEMO key" in output and "subsamples of 300" in output
+    assert DEMO_KEY.hex() not in output
+
+
+def test_same_key_same_releases(generated_run: tuple[Path, str], tmp_path: Path,
+                                no_env_key: None) -> None:
+    out, _ = generated_run
+    _invoke("run", *RUN_ARGS, "--out", str(tmp_path / "again"))
+    for path in (out / "releases").glob("*.bin"):
+        assert path.read_bytes() == (tmp_path / "again" / "releases" / path.name).read_bytes()
+
+
+def test_inspect_prints_header_and_points(generated_run: tuple[Path, str]) -> None:
+    out, _ = generated_run
+    path = out / "releases" / "release-000002.bin"
+    release = read_release_file(path)
+    output = _invoke("inspect", str(path), "--points", "4")
+    assert "run_id" in output and "local" in output and "sequence" in output
+    assert f"{release.t:,}" in output and f"{release.depth} (" in output
+    assert f"{int(np.count_nonzero(release.leaf_counts)):,}" in output
+    assert "first 4 of 2,000 points" in output
+    assert "metadata.epsilon" in output and "key_fingerprint" in output
+
+
+def test_eval_reports_every_measure(generated_run: tuple[Path, str], tmp_path: Path) -> None:
+    out, _ = generated_run
+    report = tmp_path / "eval.json"
+    output = _invoke("eval", str(out / "releases" / "release-000003.bin"), "--points", "3000",
+                     "--w1-points", "300", "--boxes", "20", "--json", str(report))
+    for label in ("W1 exact", "tree upper", "sliced lower", "i.i.d. floor", "small boxes",
+                  "medium boxes", "large boxes", "subsamples of 300"):
+        assert label in output
+    result = json.loads(report.read_text())
+    assert result["t"] == 3000 and result["exact_subsampled"]
+    assert set(result["range_queries"]) == {"small", "medium", "large"}
+
+
+def test_eval_refuses_an_input_shorter_than_t(generated_run: tuple[Path, str]) -> None:
+    out, _ = generated_run
+    result = CliRunner().invoke(main, ["eval", str(out / "releases" / "release-000003.bin"),
+                                       "--points", "2000"])
+    assert result.exit_code != 0 and "fewer than the release's t = 3,000" in result.output
+
+
+def _write_events_csv(path: Path, n: int) -> list[str]:
+    """CSV in the example schema's units; row 5 holds NaN, row 9 misses `lon`, row 12 a word.
+
+    Returns the distinctive values written in the bad rows (they must never be echoed).
+    """
+    rng = np.random.default_rng(5)
+    lat, lon = rng.uniform(40.6, 40.9, n), rng.uniform(-74.2, -73.8, n)
+    secrets = [f"{lon[5]:.9f}", f"{lat[9]:.9f}", "forty-point-seven"]
+    with open(path, "w", newline="") as f:
+        f.write("id,lat,lon,note\n")
+        for i in range(n):
+            row = {5: f"{i},nan,{secrets[0]},x", 9: f"{i},{secrets[1]},,x",
+                   12: f"{i},{secrets[2]},{lon[i]:.9f},x"}.get(i, f"{i},{lat[i]},{lon[i]},x")
+            f.write(row + "\n")
+    return secrets
+
+
+def test_run_csv_schema_dead_letters_without_values(tmp_path: Path, no_env_key: None) -> None:
+    secrets = _write_events_csv(tmp_path / "events.csv", 1203)
+    out = tmp_path / "out"
+    output = _invoke("run", "--input", str(tmp_path / "events.csv"), "--schema", str(SCHEMA),
+                     "--release-every", "600", "--w1-points", "300", "--out", str(out))
+    dead = [json.loads(line) for line in (out / "dead-letter.ndjson").read_text().splitlines()]
+    assert dead == [
+        {"index": 5, "reason": "field 'lat' must be finite (NaN and ±inf are rejected)"},
+        {"index": 9, "reason": "field 'lon' is missing"},
+        {"index": 12, "reason": "field 'lat' must be a number, not str"},
+    ]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records_read"] == 1203 and summary["records_accepted"] == 1200
+    assert summary["rejected"] == 3 and summary["t"] == 1200 and summary["releases"] == 2
+    assert summary["columns"] == ["lat", "lon"]
+    for text in [output, (out / "dead-letter.ndjson").read_text()]:
+        assert not any(secret in text for secret in secrets)
+    assert read_release_file(out / "releases" / "release-000002.bin").points.shape == (1200, 2)
+    shown = _invoke("inspect", str(out / "releases" / "release-000001.bin"), "--points", "3",
+                    "--schema", str(SCHEMA))
+    assert "original units" in shown and "lat" in shown and "40." in shown
+    evaluated = _invoke("eval", str(out / "releases" / "release-000002.bin"), "--input",
+                        str(tmp_path / "events.csv"), "--schema", str(SCHEMA),
+                        "--w1-points", "300", "--boxes", "20")
+    assert "all points" in evaluated and "t = 1,200" in evaluated
+
+
+def test_run_ndjson_without_schema_uses_numeric_columns(tmp_path: Path, no_env_key: None) -> None:
+    rng = np.random.default_rng(2)
+    lines = [json.dumps({"u": float(a), "label": "k", "v": float(b)})
+             for a, b in rng.random((500, 2))]
+    lines[7] = json.dumps({"u": 1.5, "label": "k", "v": 0.5})  # outside [0,1]: clipped
+    (tmp_path / "points.ndjson").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    output = _invoke("run", "--input", str(tmp_path / "points.ndjson"), "--release-every", "250",
+                     "--w1-points", "300", "--out", str(out))
+    assert "numeric columns u, v" in output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["columns"] == ["u", "v"] and summary["clipped"] == 1
+    assert summary["t"] == 500
+
+
+def test_run_names_a_missing_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     no_env_key: None) -> None:
+    missing = tmp_path / "nowhere" / "gowalla_events.csv.gz"
+    monkeypatch.setattr(bench_accuracy, "GOWALLA", missing)
+    result = CliRunner().invoke(main, ["run", "--dataset", "gowalla", "--out", str(tmp_path)])
+    assert result.exit_code != 0 and str(missing) in result.output
+
+
+def test_run_refuses_a_bad_epsilon_cleanly(tmp_path: Path, no_env_key: None) -> None:
+    result = CliRunner().invoke(main, ["run", *RUN_ARGS, "--epsilon", "-1", "--out",
+                                       str(tmp_path)])
+    assert result.exit_code != 0 and "epsilon" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("via", ["env", "file"])
+def test_run_inspect_eval_never_reveal_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, via: str
+) -> None:
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.delenv(KEY_FILE_ENV, raising=False)
+    if via == "env":
+        monkeypatch.setenv(KEY_ENV, SECRET_HEX)
+    else:
+        (tmp_path / "key.hex").write_text(SECRET_HEX + "\n")
+        monkeypatch.setenv(KEY_FILE_ENV, str(tmp_path / "key.hex"))
+    out = tmp_path / "out"
+    outputs = [_invoke("run", *RUN_ARGS, "--out", str(out))]
+    assert "fingerprint" in outputs[0] and "WARNING" not in outputs[0]
+    release = out / "releases" / "release-000003.bin"
+    outputs.append(_invoke("inspect", str(release), "--points", "5"))
+    outputs.append(_invoke("eval", str(release), "--points", "3000", "--w1-points", "300",
+                           "--boxes", "10"))
+    for output in outputs:
+        assert SECRET_HEX not in output.lower()
+    raw = bytes.fromhex(SECRET_HEX)
+    for path in out.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert raw not in data and SECRET_HEX.encode() not in data.lower(), path
+    monkeypatch.delenv(KEY_ENV, raising=False)  # the public demo key gives other noise
+    monkeypatch.delenv(KEY_FILE_ENV, raising=False)
+    _invoke("run", *RUN_ARGS, "--out", str(tmp_path / "demo"))
+    assert (tmp_path / "demo" / "releases" / release.name).read_bytes() != release.read_bytes()
+
+
+def test_run_refuses_a_bad_key_file_without_echoing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    (tmp_path / "key").write_text("not-a-key-" + SECRET_HEX[:20])
+    monkeypatch.setenv(KEY_FILE_ENV, str(tmp_path / "key"))
+    result = CliRunner().invoke(main, ["run", *RUN_ARGS, "--out", str(tmp_path / "out")])
+    assert result.exit_code != 0 and KEY_FILE_ENV in result.output
+    assert SECRET_HEX[:20] not in result.output
+
+
+def test_help_lists_the_product_commands() -> None:
+    output = _invoke("--help")
+    for command in ("run", "inspect", "eval", "bench"):
+        assert command in output
+    output = _invoke("bench", "--help")
+    for which in ("accuracy", "rate", "throughput", "--plots", "--seeds"):
+        assert which in output

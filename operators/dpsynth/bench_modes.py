@@ -1,0 +1,116 @@
+"""Accuracy of the schedules (issue 5): accurate vs paper mode vs offline PMM, one run.
+
+Layer: adapter (workload generation may use numpy.random; never privacy noise).
+
+Metrics as in ``../shared/specs/accuracy-study.md`` §1.3: exact ℓ∞ W1 (POT) at t ≤ 5000 and the
+tree upper bound (depth 20, full sets) beyond. Baselines measured in the same run: calibrated
+offline PMM (add/remove ε), PMM-rep (offline PMM under replacement neighbours, i.e. at ε/2: the
+fair comparator, since the online engine protects against replacement) and the i.i.d. floor
+(a fresh uniform sample, or a bootstrap resample for real data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from statistics import median
+from typing import Any
+
+import numpy as np
+
+from dpsynth.bench_accuracy import GOWALLA, load_gowalla, uniform_stream
+from dpsynth.eval import w1_exact, w1_tree_upper
+from dpsynth.offline import pmm_synthesize
+from dpsynth.synthesizer import OnlineSynthesizer
+
+ONLINE_MODES: dict[str, dict[str, Any]] = {
+    "accurate": {"schedule": "accurate"},
+    "accurate+fresh": {"schedule": "accurate", "fresh": 0.1},
+    "paper": {"schedule": "paper"},
+}
+RELEASE_EVERY = 500
+
+
+def w1(x: np.ndarray, y: np.ndarray) -> tuple[float, str]:
+    """Exact ℓ∞ W1 for t ≤ 5000 (or any t when d = 1), else the tree upper bound at depth 20."""
+    if len(x) <= 5000 or x.shape[1] == 1:
+        return w1_exact(x, y, max_points=5000).value, "exact"
+    return w1_tree_upper(x, y, depth=20), "tree"
+
+
+def method_points(name: str, x: np.ndarray, key: bytes, epsilon: float) -> np.ndarray:
+    """Synthetic points of one method for the prefix x."""
+    if name in ONLINE_MODES:
+        synth = OnlineSynthesizer(
+            d=x.shape[1], epsilon=epsilon, key=key, release_every=RELEASE_EVERY,
+            **ONLINE_MODES[name],
+        )
+        synth.extend(x)
+        return synth.release().points
+    if name == "pmm":
+        return pmm_synthesize(x, epsilon, key)
+    if name == "pmm-rep":
+        return pmm_synthesize(x, epsilon, key, neighbours="replace")
+    raise ValueError(f"unknown method {name!r}")
+
+
+def mode_rows(
+    datasets: dict[str, Callable[[int, int, int], np.ndarray]],
+    sizes: Iterable[int],
+    seeds: int,
+    dims: Iterable[int] = (2,),
+    epsilon: float = 1.0,
+    methods: Iterable[str] = ("accurate", "accurate+fresh", "paper", "pmm", "pmm-rep"),
+) -> list[dict[str, Any]]:
+    """One row per (data, d, t, seed, method): W1, its estimator, and the floor's W1."""
+    rows = []
+    for data, make in datasets.items():
+        for d in dims:
+            for t in sizes:
+                for seed in range(seeds):
+                    x = make(t, d, seed)
+                    key = (5000 + seed).to_bytes(32, "big")
+                    if data == "uniform":
+                        floor = uniform_stream(t, d, 90_000 + seed)
+                    else:
+                        floor = x[np.random.default_rng(seed).integers(0, t, t)]
+                    value, metric = w1(x, floor)
+                    rows.append({"data": data, "d": d, "t": t, "seed": seed,
+                                 "method": "floor", "w1": value, "metric": metric})
+                    for method in methods:
+                        value, metric = w1(x, method_points(method, x, key, epsilon))
+                        rows.append({"data": data, "d": d, "t": t, "seed": seed,
+                                     "method": method, "w1": value, "metric": metric})
+    return rows
+
+
+Dataset = Callable[[int, int, int], np.ndarray]
+
+
+def default_datasets(include_gowalla: bool = True) -> dict[str, Dataset]:
+    """Uniform data for any d; Gowalla NYC (time order, d = 2) when the shared data is present."""
+    datasets: dict[str, Dataset] = {
+        "uniform": lambda t, d, seed: uniform_stream(t, d, seed),
+    }
+    if include_gowalla and GOWALLA.exists():
+        gowalla = load_gowalla()
+        datasets["gowalla"] = lambda t, d, seed: gowalla[:t]  # one stream; seeds vary the key
+    return datasets
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Median W1 per (data, d, t, method) and its ratio to PMM and to PMM-rep."""
+    groups: dict[tuple[Any, ...], list[float]] = {}
+    metric: dict[tuple[Any, ...], str] = {}
+    for row in rows:
+        key = (row["data"], row["d"], row["t"], row["method"])
+        groups.setdefault(key, []).append(row["w1"])
+        metric[key] = row["metric"]
+    out = []
+    for (data, d, t, method), values in sorted(groups.items()):
+        pmm = median(groups.get((data, d, t, "pmm"), [float("nan")]))
+        rep = median(groups.get((data, d, t, "pmm-rep"), [float("nan")]))
+        value = median(values)
+        out.append({"data": data, "d": d, "t": t, "method": method,
+                    "metric": metric[(data, d, t, method)], "w1_median": value,
+                    "ratio_pmm": value / pmm, "ratio_pmm_rep": value / rep, "seeds": len(values)})
+    return out
