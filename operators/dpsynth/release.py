@@ -43,12 +43,15 @@ def place_points(
         raise ValueError(f"placement ({placement!r}) must be one of {PLACEMENTS}")
     if counts.size != 1 << depth or (counts.size and counts.min() < 0):
         raise ValueError("leaf_counts must hold 2^depth non-negative counts")
-    leaves = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
-    lower, upper = leaf_bounds(leaves, d=d, depth=depth)
+    occupied = np.flatnonzero(counts)  # bounds once per non-empty leaf, then repeated
+    lower, upper = leaf_bounds(occupied, d=d, depth=depth)
+    per_leaf = counts[occupied]
+    lower, upper = np.repeat(lower, per_leaf, axis=0), np.repeat(upper, per_leaf, axis=0)
     if placement == "centre":
         return (lower + upper) / 2
-    first = np.cumsum(counts) - counts  # index of each leaf's first point
-    within = np.arange(leaves.size, dtype=np.int64) - first[leaves]
+    leaves = np.repeat(occupied, per_leaf)
+    first = np.cumsum(per_leaf) - per_leaf  # index of each leaf's first point
+    within = np.arange(leaves.size, dtype=np.int64) - np.repeat(first, per_leaf)
     events = (within[:, None] * d + np.arange(d)).reshape(-1)
     streams = np.repeat(leaves, d)
     u = KeyedNoise(placement_seed).uniform_at(("place", depth), streams, events)
