@@ -82,7 +82,9 @@ class OnlineSynthesizer:
     release_every
         N: a tick, and a release, every N records.
     schedule
-        ``"paper"``: ε_{j,r} of HVZ eq. (4.1) for d ≥ 2 and (5.1) for d = 1; or a
+        ``"accurate"`` (default; :mod:`dpsynth.accurate`, issue 5's measured best design), or
+        ``"paper"``: ε_{j,r} of HVZ eq. (4.1) for d ≥ 2 and (5.1) for d = 1 with Sparse
+        Counting per cell (faithful reproduction, 4–12× less accurate); or a
         :class:`~dpsynth.accounting.Schedule` (snapshots then store only its name, so restore
         needs the same object: pass it again).
     max_depth
@@ -91,6 +93,11 @@ class OnlineSynthesizer:
         ``"uniform"`` (keyed, public positions inside leaves) or ``"centre"``.
     partition
         Input partition served; enters every noise context so partitions never share noise.
+    fresh
+        Accurate mode: share of each cell's budget for a Binary Mechanism over the current
+        level's ticks, so releases move within a level (default 0: they move at level ends).
+    alpha
+        Accurate mode: depth ratio of the schedule (default 2^{(1−1/d)/2}).
 
     Examples
     --------
@@ -108,7 +115,7 @@ class OnlineSynthesizer:
         epsilon: float,
         key: bytes,
         release_every: int,
-        schedule: str | Schedule = "paper",
+        schedule: str | Schedule = "accurate",
         max_depth: int = DEFAULT_MAX_DEPTH,
         *,
         placement: str = "uniform",

@@ -25,9 +25,15 @@ def blobs(n: int, d: int, seed: int) -> np.ndarray:
     return np.clip(x, 0, 1)
 
 
+SCHEDULES = ["paper", "accurate"]
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("d,epsilon", [(1, 1.0), (2, 1.0), (3, 0.5), (2, 4.0), (2, 0.1)])
-def test_every_release_has_exactly_t_points_in_bounds(d: int, epsilon: float) -> None:
-    synth = OnlineSynthesizer(d=d, epsilon=epsilon, key=KEY, release_every=97)
+def test_every_release_has_exactly_t_points_in_bounds(
+    d: int, epsilon: float, schedule: str
+) -> None:
+    synth = OnlineSynthesizer(d=d, epsilon=epsilon, key=KEY, release_every=97, schedule=schedule)
     releases = synth.extend(blobs(3000, d, 0))
     assert [r.t for r in releases] == list(range(97, 3001, 97))
     for release in releases:
@@ -41,7 +47,7 @@ def test_every_release_has_exactly_t_points_in_bounds(d: int, epsilon: float) ->
 
 
 def test_leaf_counts_sum_up_the_tree() -> None:
-    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=500)
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=500, schedule="paper")
     synth.extend(blobs(4000, 2, 1))
     depth = synth.depth
     noisy = [synth.levels[j - 1].values() for j in range(1, depth + 1)]
@@ -54,9 +60,10 @@ def test_leaf_counts_sum_up_the_tree() -> None:
         parent = level
 
 
-def test_P6_release_structure_does_not_depend_on_the_data() -> None:
-    a = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=250)
-    b = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=250)
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_P6_release_structure_does_not_depend_on_the_data(schedule: str) -> None:
+    a = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=250, schedule=schedule)
+    b = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=250, schedule=schedule)
     ra = a.extend(blobs(3000, 2, 2))
     rb = b.extend(np.random.default_rng(3).random((3000, 2)))
     assert [(r.t, r.depth, r.leaf_counts.size, r.metadata) for r in ra] == [
@@ -66,29 +73,37 @@ def test_P6_release_structure_does_not_depend_on_the_data() -> None:
     assert any(not np.array_equal(x.leaf_counts, y.leaf_counts) for x, y in pairs)
 
 
-def test_P2_same_key_same_input_gives_identical_releases() -> None:
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_P2_same_key_same_input_gives_identical_releases(schedule: str) -> None:
     x = blobs(2500, 2, 4)
     runs = []
     for _ in range(2):
-        synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=300)
+        synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=300, schedule=schedule)
         runs.append(synth.extend(x[:1000]) + synth.extend(x[1000:]))  # batching is irrelevant
     assert runs[0] == runs[1]
     assert all(np.array_equal(p.points, q.points) for p, q in zip(*runs, strict=True))
-    one_by_one = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=300)
+    one_by_one = OnlineSynthesizer(
+        d=2, epsilon=1.0, key=KEY, release_every=300, schedule=schedule
+    )
     singles = [r for row in x for r in one_by_one.extend(row[None, :])]
     assert singles == runs[0]
-    other = OnlineSynthesizer(d=2, epsilon=1.0, key=bytes(32), release_every=300).extend(x)
+    other = OnlineSynthesizer(
+        d=2, epsilon=1.0, key=bytes(32), release_every=300, schedule=schedule
+    ).extend(x)
     pairs = zip(other, runs[0], strict=True)
     assert any(not np.array_equal(p.leaf_counts, q.leaf_counts) for p, q in pairs)
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("d", [1, 2])
-def test_snapshot_at_any_point_continues_byte_identically(d: int) -> None:
+def test_snapshot_at_any_point_continues_byte_identically(d: int, schedule: str) -> None:
     x = blobs(1500, d, 5)
-    reference = OnlineSynthesizer(d=d, epsilon=2.0, key=KEY, release_every=64)
+    reference = OnlineSynthesizer(d=d, epsilon=2.0, key=KEY, release_every=64, schedule=schedule)
     expected = reference.extend(x)
     for cut in [0, 1, 63, 64, 65, 200, 511, 512, 700, 1023, 1499]:  # ticks, mid-tick, levels
-        first = OnlineSynthesizer(d=d, epsilon=2.0, key=KEY, release_every=64)
+        first = OnlineSynthesizer(
+            d=d, epsilon=2.0, key=KEY, release_every=64, schedule=schedule
+        )
         before = first.extend(x[:cut])
         restored = OnlineSynthesizer.restore(first.snapshot(), KEY)
         assert restored.release() == first.release()
@@ -139,7 +154,9 @@ def test_over_budget_configurations_are_refused() -> None:
 
 
 def test_cells_of_depth_j_exist_from_t_j_and_max_depth_caps_the_tree() -> None:
-    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=1, max_depth=6)
+    synth = OnlineSynthesizer(
+        d=2, epsilon=1.0, key=KEY, release_every=1, max_depth=6, schedule="paper"
+    )
     for t in range(1, 200):
         synth.extend(np.full((1, 2), 0.5))
         created = len(synth.levels)
@@ -151,7 +168,9 @@ def test_cells_of_depth_j_exist_from_t_j_and_max_depth_caps_the_tree() -> None:
 def test_d2_cells_ignore_history_but_d1_cells_replay_it() -> None:
     # all early records in the top half; a level created later sees them only for d = 1
     for d, replays in [(1, True), (2, False)]:
-        synth = OnlineSynthesizer(d=d, epsilon=64.0, key=KEY, release_every=1_000_000)
+        synth = OnlineSynthesizer(
+            d=d, epsilon=64.0, key=KEY, release_every=1_000_000, schedule="paper"
+        )
         synth.extend(np.full((1000, d), 0.9))  # ε = 64: levels start early, noise is small
         j = len(synth.levels)
         synth.extend(np.full((level_start(j + 1, 64.0) - synth.t, d), 0.1))
