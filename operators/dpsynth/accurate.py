@@ -239,6 +239,11 @@ class AccurateTree:
             counts = split_by_fractions(counts, w)
         return counts
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of per-cell state (16 per cell)."""
+        return sum(c.nbytes for c in self.level_counts) + sum(p.nbytes for p in self.pooled)
+
     # -- snapshots -------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:

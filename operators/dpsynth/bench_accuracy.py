@@ -99,7 +99,9 @@ def drifting_blobs(n: int, seed: int = 0, *, d: int = 2, blobs: int = 4) -> np.n
 
 def online_release_points(x: np.ndarray, epsilon: float, key: bytes, release_every: int) -> Any:
     """Run the paper-mode synthesizer over all of x; return the final release's points."""
-    synth = OnlineSynthesizer(d=x.shape[1], epsilon=epsilon, key=key, release_every=release_every)
+    synth = OnlineSynthesizer(
+        d=x.shape[1], epsilon=epsilon, key=key, release_every=release_every, schedule="paper"
+    )
     synth.extend(x)
     return synth.release().points
 
@@ -262,10 +264,10 @@ def _timed_ingest(synth: OnlineSynthesizer, x: np.ndarray) -> dict[str, float]:
         return out
 
     def timed_tick() -> None:
-        levels, t = len(synth.levels), synth.t
+        cells_before, t = synth.n_cells, synth.t
         started = time.perf_counter()
         end_tick()
-        kind = ("boundary" if len(synth.levels) > levels
+        kind = ("boundary" if synth.n_cells > cells_before
                 or level_of(t + 1, synth.epsilon) != level_of(t, synth.epsilon) else "steady")
         spent[kind] += time.perf_counter() - started
         ticks[kind] += 1
@@ -282,7 +284,8 @@ def _timed_ingest(synth: OnlineSynthesizer, x: np.ndarray) -> dict[str, float]:
 
 
 def throughput(
-    records: int = 1_000_000, release_every: int = 10_000, repeats: int = 3
+    records: int = 1_000_000, release_every: int = 10_000, repeats: int = 3,
+    schedule: str = "paper",
 ) -> dict[str, Any]:
     """Ingest rate at d = 2, ε = 1 excluding release time; release time; state per cell.
 
@@ -297,7 +300,9 @@ def throughput(
     runs, materialise = [], []
     for repeat in range(repeats):
         x = uniform_stream(records, 2, seed=repeat)
-        synth = OnlineSynthesizer(d=2, epsilon=1.0, key=bytes(32), release_every=release_every)
+        synth = OnlineSynthesizer(
+            d=2, epsilon=1.0, key=bytes(32), release_every=release_every, schedule=schedule
+        )
         run = _timed_ingest(synth, x)
         run["ingest_records_per_s"] = records / (run["total_s"] - run["release_s"])
         run["steady_records_per_s"] = run["steady_ticks"] * release_every / run["steady_s"]
@@ -307,18 +312,19 @@ def throughput(
         points = synth.release().points
         materialise.append(time.perf_counter() - started)
         assert len(points) == records
-    cells = sum(level.n_cells for level in synth.levels)
-    touched = touched_cells(uniform_stream(release_every, 2, seed=99), levels=len(synth.levels))
+    cells = synth.n_cells
+    touched = touched_cells(uniform_stream(release_every, 2, seed=99), levels=synth.depth)
     out: dict[str, Any] = {"records": records, "release_every": release_every,
-                           "repeats": repeats, "runs": runs, "goals": GOALS}
+                           "repeats": repeats, "runs": runs, "goals": GOALS,
+                           "schedule": schedule}
     for name in ("ingest_records_per_s", "steady_records_per_s", "boundary_s", "steady_s",
                  "boundary_ticks", "steady_ticks"):
         out[name] = median(run[name] for run in runs)
     out["release_s"] = median(run["release_each_s"] for run in runs)
     out["materialise_s_per_1e6_points"] = median(materialise) * 1e6 / records
     out["release_1e6_points_s"] = out["release_s"] + out["materialise_s_per_1e6_points"]
-    out["state_bytes_per_cell"] = sum(level.nbytes for level in synth.levels) / cells
-    out.update(cells=cells, levels=len(synth.levels), touched_cells_per_tick=sum(touched),
+    out["state_bytes_per_cell"] = synth.state_nbytes / cells
+    out.update(cells=cells, levels=synth.depth, touched_cells_per_tick=sum(touched),
                touched_cells_per_level=touched)
     return out
 
@@ -335,29 +341,32 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _peak_memory_child(records: int, release_every: int) -> dict[str, Any]:
+def _peak_memory_child(records: int, release_every: int, schedule: str) -> dict[str, Any]:
     """Run in a fresh process: ingest ``records`` uniform points; report its peak RSS."""
     from dpsynth.noise import warm_up
 
     warm_up()
     baseline_mb = _peak_rss_mb()
-    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=bytes(32), release_every=release_every)
+    synth = OnlineSynthesizer(
+        d=2, epsilon=1.0, key=bytes(32), release_every=release_every, schedule=schedule
+    )
     rng = np.random.default_rng(7)
     started = time.perf_counter()
     for i in range(0, records, 100_000):
         synth.extend(rng.random((min(100_000, records - i), 2)))
     elapsed = time.perf_counter() - started
-    cells = sum(level.n_cells for level in synth.levels)
     return {
-        "t": synth.t, "releases": synth.sequence, "depth": synth.depth, "cells": cells,
-        "state_mb": sum(level.nbytes for level in synth.levels) / 2**20,
+        "t": synth.t, "releases": synth.sequence, "depth": synth.depth, "cells": synth.n_cells,
+        "state_mb": synth.state_nbytes / 2**20,
         "baseline_rss_mb": baseline_mb,
         "peak_rss_mb": _peak_rss_mb(),
         "seconds": elapsed,
     }
 
 
-def peak_memory(records: int = 10_000_000, release_every: int = 10_000) -> dict[str, Any]:
+def peak_memory(
+    records: int = 10_000_000, release_every: int = 10_000, schedule: str = "paper"
+) -> dict[str, Any]:
     """Peak resident memory of a whole run to t = ``records`` (d = 2, ε = 1), in a new process.
 
     The child generates its input in batches of 10^5 (never holding the stream), so its peak is
@@ -365,7 +374,7 @@ def peak_memory(records: int = 10_000_000, release_every: int = 10_000) -> dict[
     (``baseline_rss_mb``, measured before the synthesizer is built).
     """
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        return pool.submit(_peak_memory_child, records, release_every).result()
+        return pool.submit(_peak_memory_child, records, release_every, schedule).result()
 
 
 # ---- reports -------------------------------------------------------------------------------

@@ -114,3 +114,45 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "metric": metric[(data, d, t, method)], "w1_median": value,
                     "ratio_pmm": value / pmm, "ratio_pmm_rep": value / rep, "seeds": len(values)})
     return out
+
+
+def print_summary(summary: list[dict[str, Any]], console: Any) -> None:
+    """Rich table: median W1 and ratios to PMM and PMM-rep per (data, d, t, method)."""
+    from rich.table import Table
+
+    table = Table(title="W1 by schedule (median over seeds); ratio = method / baseline")
+    for column in ("data", "d", "t", "method", "metric", "W1", "÷ PMM", "÷ PMM-rep"):
+        table.add_column(column, justify="right" if column not in ("data", "method") else "left")
+    for row in summary:
+        table.add_row(row["data"], str(row["d"]), f"{row['t']:,}", row["method"], row["metric"],
+                      f"{row['w1_median']:.4f}", f"{row['ratio_pmm']:.2f}",
+                      f"{row['ratio_pmm_rep']:.2f}")
+    console.print(table)
+
+
+def plot_summary(summary: list[dict[str, Any]], out_dir: Any) -> Any:
+    """Ratio to PMM vs t for each method, one panel per (data, d); returns the PNG path."""
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["data"], r["d"]) for r in summary})
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    for ax, (data, d) in zip(axes[0], panels, strict=True):
+        for method in ("paper", "accurate", "accurate+fresh", "pmm-rep", "floor"):
+            rows = [r for r in summary if (r["data"], r["d"], r["method"]) == (data, d, method)]
+            if rows:
+                ax.plot([r["t"] for r in rows], [r["ratio_pmm"] for r in rows], "o-", label=method)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set(xscale="log", yscale="log", title=f"{data}, d = {d}", xlabel="t",
+               ylabel="W1 / W1(PMM)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(out_dir) / "modes-ratio-to-pmm.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -58,7 +58,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dpsynth import bench as benchmarks
-from dpsynth import bench_accuracy
+from dpsynth import bench_accuracy, bench_modes
 from dpsynth.accounting import paper_schedule
 from dpsynth.bench import DemoStream
 from dpsynth.clock import TickClock
@@ -497,10 +497,15 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
                    "beyond, and summary.json says so).")
 @click.option("--run-id", default="local", show_default=True,
               help="run_id written in every release record.")
+@click.option("--schedule", type=click.Choice(["accurate", "paper"]), default="accurate",
+              show_default=True,
+              help="accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1 verbatim.")
+@click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=0.0, show_default=True,
+              help="accurate: budget share of a fresh counter, so releases move within a level.")
 @_fail_on_dpsynth_error
 def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
         seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
-        out: Path, w1_points: int, run_id: str) -> None:
+        out: Path, w1_points: int, run_id: str, schedule: str, fresh: float) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
 
     The default input is a generated stream of 20,000 points from drifting Gaussian blobs.
@@ -511,9 +516,11 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     key, key_label, is_demo = resolve_key()
     _print_key(console, key_label, is_demo)
     source = load_source(input_path, schema_path, dataset, points, seed, limit)
-    synth = OnlineSynthesizer(source.d, epsilon, key, release_every, max_depth=max_depth)
+    options: dict[str, Any] = {"fresh": fresh} if schedule == "accurate" else {}
+    synth = OnlineSynthesizer(source.d, epsilon, key, release_every, schedule=schedule,
+                              max_depth=max_depth, **options)
     console.print(f"input: {source.label}")
-    console.print(f"d = {source.d}, ε = {epsilon:g} (paper schedule), a release every "
+    console.print(f"d = {source.d}, ε = {epsilon:g} ({schedule} schedule), a release every "
                   f"{release_every:,} records, max depth {max_depth}; writing to {out}/")
     out.mkdir(parents=True, exist_ok=True)
     log = _feed(synth, source, out, run_id, console)
@@ -675,7 +682,7 @@ def _print_eval(console: Console, t: int, result: dict[str, Any]) -> None:
 @main.command()
 @click.argument(
     "which", default="all",
-    type=click.Choice(["noise", "level", "all", "accuracy", "rate", "throughput"]),
+    type=click.Choice(["noise", "level", "all", "accuracy", "rate", "throughput", "modes"]),
 )
 @click.option(
     "--repeats", type=click.IntRange(min=1), default=5, show_default=True,
@@ -692,8 +699,10 @@ def _print_eval(console: Console, t: int, result: dict[str, Any]) -> None:
     "--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the raw results (every repeat or seed) to this JSON file.",
 )
+@click.option("--schedule", type=click.Choice(["paper", "accurate"]), default="paper",
+              show_default=True, help="throughput: the schedule measured.")
 def bench(which: str, repeats: int, seeds: int, peak_records: int, plots_dir: Path | None,
-          json_path: Path | None) -> None:
+          json_path: Path | None, schedule: str) -> None:
     """Benchmarks: noise sampler (noise), one LevelCounters tick (level), noise + level (all),
     online vs PMM vs floor (accuracy), W1 rate in t (rate), ingest and memory (throughput).
 
@@ -720,7 +729,9 @@ def bench(which: str, repeats: int, seeds: int, peak_records: int, plots_dir: Pa
         if plots_dir is not None:
             console.print(f"plot: {bench_accuracy.plot_rate(rows, plots_dir)}")
     if which == "throughput":
-        results["throughput"] = _bench_throughput(console, repeats, peak_records)
+        results["throughput"] = _bench_throughput(console, repeats, peak_records, schedule)
+    if which == "modes":
+        results["modes"] = _bench_modes(console, seeds, plots_dir)
     for result in results.values():
         result.setdefault("machine", machine)
     console.print(
@@ -745,14 +756,32 @@ def _bench_accuracy(console: Console, seeds: int, plots_dir: Path | None) -> dic
     return {"rows": rows, "summary": bench_accuracy.summarise_accuracy(rows)}
 
 
-def _bench_throughput(console: Console, repeats: int, peak_records: int) -> dict[str, Any]:
-    with console.status(f"throughput: {repeats} runs of 10^6 records…"):
-        result = bench_accuracy.throughput(repeats=repeats)
+def _bench_throughput(
+    console: Console, repeats: int, peak_records: int, schedule: str
+) -> dict[str, Any]:
+    with console.status(f"throughput ({schedule}): {repeats} runs of 10^6 records…"):
+        result = bench_accuracy.throughput(repeats=repeats, schedule=schedule)
     if peak_records:
         with console.status(f"peak memory: one run to t = {peak_records:,} in a new process…"):
-            result["peak"] = bench_accuracy.peak_memory(peak_records)
+            result["peak"] = bench_accuracy.peak_memory(peak_records, schedule=schedule)
     bench_accuracy.print_throughput_report(result, console)
     return result
+
+
+def _bench_modes(console: Console, seeds: int, plots_dir: Path | None) -> dict[str, Any]:
+    """Issue 5: accurate vs paper vs PMM vs PMM-rep vs floor (d = 2; d = 1, 3 on uniform)."""
+    with console.status(f"modes: d = 2, t = 4000 / 2·10^4 / 10^5, {seeds} seeds…"):
+        rows = bench_modes.mode_rows(bench_modes.default_datasets(), (4000, 20_000, 100_000),
+                                     seeds, dims=(2,))
+    with console.status("modes: d = 1 and 3 on uniform data, t = 10^4 and 10^5…"):
+        # d = 1 and 3 are a side table: min(seeds, 3) seeds keep the run under half an hour
+        rows += bench_modes.mode_rows(bench_modes.default_datasets(include_gowalla=False),
+                                      (10_000, 100_000), min(seeds, 3), dims=(1, 3))
+    summary = bench_modes.summarise(rows)
+    bench_modes.print_summary(summary, console)
+    if plots_dir is not None:
+        console.print(f"plot: {bench_modes.plot_summary(summary, plots_dir)}")
+    return {"rows": rows, "summary": summary}
 
 
 # -- demo --------------------------------------------------------------------------------------

@@ -217,6 +217,19 @@ class OnlineSynthesizer:
         return np.bincount(cells.astype(np.int64), minlength=1 << j).astype(np.int64)
 
     @property
+    def n_cells(self) -> int:
+        """Cells created so far, over all depths."""
+        depths = self._tree.depth_created if self._tree is not None else len(self.levels)
+        return sum(1 << j for j in range(1, depths + 1))
+
+    @property
+    def state_nbytes(self) -> int:
+        """Bytes of per-cell counter state (excluding the open tick and d = 1 history)."""
+        if self._tree is not None:
+            return self._tree.nbytes
+        return sum(level.nbytes for level in self.levels)
+
+    @property
     def depth(self) -> int:
         """depth(t) = min(level(t), max_depth), 0 before t_0 (C.0)."""
         return max(min(level_of(self.t, self.epsilon), self.max_depth), 0) if self.t else 0
