@@ -13,7 +13,7 @@ Layer: adapter (the core never imports it). Commands:
 ``dpsynth eval RELEASE [--input FILE [--schema S] | --dataset …]``
     A release against the first t records of its input: W1 (exact or subsampled, tree upper,
     sliced lower), the i.i.d. floor and range-query errors.
-``dpsynth bench noise|level|all|accuracy|rate|throughput [--json PATH] [--plots DIR]``
+``dpsynth bench noise|level|all|accuracy|rate|throughput|modes [--json PATH] [--plots DIR]``
     The benchmarks of :mod:`dpsynth.bench` and :mod:`dpsynth.bench_accuracy`: medians and
     same-run ratios.
 ``dpsynth demo [--out DIR] [--ticks N]``
@@ -945,3 +945,13 @@ def demo(out: Path, ticks: int, seed: int) -> None:
         f"vs true {last['true_total']:,}"
     )
     console.print(f"wrote {out / 'counters.csv'}, {out / 'cells.csv'}, {out / 'counters.png'}")
+
+
+# -- the Kafka operator (dpsynth.stream; Faust and confluent-kafka are imported lazily) ---------
+
+from dpsynth.stream.commands import worker  # noqa: E402
+from dpsynth.stream.commands_io import consume, produce  # noqa: E402
+
+main.add_command(worker)
+main.add_command(produce)
+main.add_command(consume)

@@ -1,0 +1,11 @@
+"""``python -m dpsynth.stream worker``: the worker without the main CLI.
+
+Layer: adapter.
+"""
+
+from __future__ import annotations
+
+from dpsynth.stream.commands import main
+
+if __name__ == "__main__":
+    main()

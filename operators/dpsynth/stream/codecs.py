@@ -1,0 +1,167 @@
+"""Wire codecs of the operator: raw events in, dead letters and release record keys out.
+
+Layer: adapter. A raw event is one Kafka message whose value is msgpack: a map
+``{column: number, ...}`` (one record) or an array of such maps (a batch). :func:`decode_event`
+turns the bytes into a list of records or a reason; :func:`split_batch` checks the records of
+many messages against the schema at once (one vectorised call) and hands back, per message, the
+reasons of its invalid records. A message with any invalid record becomes one dead-letter record
+(:func:`encode_dead_letter`) holding the raw bytes, where they came from and the reasons.
+
+Reasons name the field and the rule broken, never a value (STYLE §3.6): the dead-letter topic
+holds raw records and needs the protection of the raw-events topic, but logs and metrics do not.
+
+>>> decode_event(b"\\x81\\xa1x\\x01")
+([{'x': 1}], None)
+>>> decode_event(b"\\xc1")
+(None, 'message is not valid msgpack (FormatError); send one map or an array of maps')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from dpsynth.schema import ClipReport, Schema
+
+#: Version of the dead-letter record layout.
+DEAD_LETTER_FORMAT = 1
+#: Largest message decoded (bytes); Kafka's default limit is 1 MB.
+MAX_EVENT_BYTES = 16 * 2**20
+
+
+def decode_event(value: bytes | None) -> tuple[list[Any] | None, str | None]:
+    """The records of one raw event, or ``(None, reason)`` when the message is unusable.
+
+    A map is one record; an array is a batch (its items are checked by the schema later, so a
+    bad item rejects that record only). Anything else is rejected whole.
+    """
+    if value is None:
+        return None, "message has no value (a tombstone); send one map or an array of maps"
+    if len(value) > MAX_EVENT_BYTES:
+        return None, f"message is larger than {MAX_EVENT_BYTES} bytes; split the batch"
+    try:
+        obj = msgpack.unpackb(value, raw=False, strict_map_key=False)
+    except Exception as e:  # noqa: BLE001 - any failure means "undecodable"
+        # privacy: the exception text may quote the data; name its class only
+        return None, (
+            f"message is not valid msgpack ({type(e).__name__}); send one map or an array of maps"
+        )
+    if isinstance(obj, dict):
+        return [obj], None
+    if isinstance(obj, list):
+        return obj, None
+    return None, (
+        f"message must be a msgpack map (one record) or an array of maps (a batch), "
+        f"not {_kind(obj)}"
+    )
+
+
+def _kind(obj: object) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
+            bytes: "binary data", type(None): "nil"}.get(type(obj), type(obj).__name__)
+
+
+@dataclass
+class BatchResult:
+    """The valid points of a batch of messages and the rejects of each message."""
+
+    points: np.ndarray  # n×d, in message order then record order
+    clip_report: ClipReport
+    #: per message: number of valid records it contributed
+    valid_per_message: np.ndarray
+    #: per message index: [(record index within the message, reason), ...]
+    rejects: dict[int, list[tuple[int, str]]]
+    #: per message: number of records it held (0 when undecodable)
+    records_per_message: np.ndarray
+
+
+def split_batch(schema: Schema, values: Sequence[bytes | None]) -> BatchResult:
+    """Decode the values of many messages and check all their records in one schema call.
+
+    Returns the valid points in order, and for every message with a problem the list of
+    ``(record index, reason)``; an undecodable message has the single entry ``(-1, reason)``.
+    """
+    records: list[Any] = []
+    owner: list[int] = []
+    rejects: dict[int, list[tuple[int, str]]] = {}
+    counts = np.zeros(len(values), np.int64)
+    starts = np.zeros(len(values), np.int64)
+    for m, value in enumerate(values):
+        items, reason = decode_event(value)
+        starts[m] = len(records)
+        if items is None:
+            rejects[m] = [(-1, str(reason))]
+            continue
+        counts[m] = len(items)
+        records.extend(items)
+        owner.extend([m] * len(items))
+    valid = counts.copy()
+    if records:
+        points, report, bad = schema.split_valid(records)
+        for index, reason in bad:
+            m = owner[index]
+            rejects.setdefault(m, []).append((index - int(starts[m]), reason))
+            valid[m] -= 1
+    else:
+        points = np.zeros((0, schema.d))
+        report = ClipReport(schema.names, (0,) * schema.d)
+    return BatchResult(points, report, valid, rejects, counts)
+
+
+def encode_dead_letter(
+    *,
+    value: bytes | None,
+    topic: str,
+    partition: int,
+    offset: int,
+    timestamp_ms: int | None,
+    rejects: Sequence[tuple[int, str]],
+    n_records: int,
+) -> bytes:
+    """One dead-letter record (msgpack map), ``format`` 1.
+
+    ``raw`` is the message exactly as received (None for a tombstone); ``rejects`` lists
+    ``[record index, reason]`` (index −1: the whole message); ``reason`` repeats the first one
+    so a human reading the topic sees the problem at once. The valid records of the same message
+    were counted; only the listed ones were not.
+    """
+    return msgpack.packb(
+        {
+            "format": DEAD_LETTER_FORMAT,
+            "topic": topic,
+            "partition": int(partition),
+            "offset": int(offset),
+            "timestamp_ms": timestamp_ms,
+            "reason": rejects[0][1] if rejects else "",
+            "rejects": [[int(i), str(r)] for i, r in rejects],
+            "n_records": int(n_records),
+            "raw": value,
+        },
+        use_bin_type=True,
+    )
+
+
+def decode_dead_letter(data: bytes) -> dict[str, Any]:
+    """Inverse of :func:`encode_dead_letter` (for operators' tools and tests)."""
+    out = msgpack.unpackb(data, raw=False)
+    if not isinstance(out, dict) or out.get("format") != DEAD_LETTER_FORMAT:
+        raise ValueError("not a dpsynth dead-letter record of format 1")
+    return dict(out)
+
+
+def dead_letter_key(topic: str, partition: int, offset: int) -> bytes:
+    """Key of a dead letter: where its message came from (a replay re-sends the same key)."""
+    return f"{topic}/{partition}/{offset}".encode()
+
+
+def release_record_key(run_id: str, partition: int, sequence: int) -> bytes:
+    """Key of every record of one release: they all land on one output partition, in order.
+
+    >>> release_record_key("run-a", 3, 17)
+    b'run-a/3/17'
+    """
+    return f"{run_id}/{partition}/{sequence}".encode()

@@ -1,0 +1,327 @@
+"""One input partition's processing: skip, decode, feed, produce, commit — in that order.
+
+Layer: adapter, and deliberately free of Faust: :class:`PartitionProcessor` takes plain
+:class:`InputMessage` lists and a :class:`Sink`, so the whole protocol is unit-tested without a
+broker; ``app.py`` only moves Faust events in and acknowledgements out.
+
+The commit protocol (DESIGN §3 "Exactly-once as consumers see it"), per batch of messages:
+
+1. Skip every message at or below the in-memory watermark (a replay after a restart).
+2. After a (re)load, if the first new message lies beyond ``watermark + 1`` (the partition came
+   without local state, or with older state than the group's committed offset), read the missing
+   offsets back from the input partition first (``replay``): the state is rebuilt from the same
+   records with the same key, so its releases are byte-identical to the ones already published.
+3. Decode and check all records at once; invalid ones go to the dead-letter topic with a reason.
+4. Feed the valid points to the partition's :class:`~dpsynth.synthesizer.OnlineSynthesizer`.
+5. If releases completed (or a checkpoint is due): produce every record of every release and
+   wait until the broker has them all (and every dead letter); **then** commit the snapshot and
+   the watermark atomically (:class:`~dpsynth.stream.store.PartitionStore`); **then** report the
+   watermark, up to which the caller may acknowledge input offsets.
+
+A crash between any two steps loses nothing and counts nothing twice: uncommitted records are
+re-read (their offsets were not acknowledged), committed ones are skipped, and a release
+re-produced after a crash is byte-identical (derived noise), so consumers drop it as a duplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from dpsynth.errors import ConfigError
+from dpsynth.release import Release
+from dpsynth.release_format import encode_release
+from dpsynth.stream.codecs import (
+    dead_letter_key,
+    encode_dead_letter,
+    release_record_key,
+    split_batch,
+)
+from dpsynth.stream.config import WorkerConfig
+from dpsynth.stream.crash import CrashPoints
+from dpsynth.stream.metrics import Metrics
+from dpsynth.stream.store import PartitionStore
+from dpsynth.synthesizer import OnlineSynthesizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class InputMessage:
+    """One raw-events message as the processor needs it."""
+
+    offset: int
+    value: bytes | None
+    timestamp_ms: int | None = None
+    received: float = 0.0  # time.monotonic() when the worker got it (release latency)
+
+
+class Sink(Protocol):
+    """Where releases and dead letters go (the confluent-kafka producer, or a test fake)."""
+
+    def send(self, topic: str, key: bytes, value: bytes) -> None:
+        """Queue one record for delivery (order per key is kept)."""
+
+    def flush(self) -> None:
+        """Block until every queued record is delivered; raise if any delivery failed."""
+
+
+#: replay(partition, start, end) yields the input messages of offsets [start, end), in order.
+Replay = Callable[[int, int, int], Iterable[InputMessage]]
+#: Messages fed per step while rebuilding a partition by replay.
+REPLAY_BATCH = 5000
+
+
+def synthesizer_config(config: WorkerConfig) -> dict[str, Any]:
+    """The public parameters a partition's state is bound to (checked at every load)."""
+    return {
+        "d": config.d,
+        "epsilon": config.epsilon,
+        "release_every": config.release_every,
+        "max_depth": config.max_depth,
+        "schedule": config.schedule,
+        "key_fingerprint": config.noise_key.fingerprint,
+        "schema": config.schema.to_dict(),
+    }
+
+
+_CONFIG_VARIABLES = {
+    "d": "DPSYNTH_SCHEMA_FILE",
+    "schema": "DPSYNTH_SCHEMA_FILE",
+    "epsilon": "DPSYNTH_EPSILON",
+    "release_every": "DPSYNTH_RELEASE_EVERY",
+    "max_depth": "DPSYNTH_MAX_DEPTH",
+    "schedule": "DPSYNTH_SCHEDULE",
+    "key_fingerprint": "DPSYNTH_NOISE_KEY (fingerprint)",
+}
+
+
+class PartitionProcessor:
+    """The synthesizer, state store and commit protocol of one input partition.
+
+    Not thread-safe: one caller at a time (the worker runs it in a single executor thread).
+    """
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        partition: int,
+        *,
+        store: PartitionStore,
+        sink: Sink,
+        metrics: Metrics | None = None,
+        crash: CrashPoints | None = None,
+        replay: Replay | None = None,
+    ) -> None:
+        self.config = config
+        self.partition = int(partition)
+        self.store = store
+        self.sink = sink
+        self.metrics = metrics or Metrics()
+        self.crash = crash or CrashPoints(None)
+        self.replay = replay
+        self._public_config = synthesizer_config(config)
+        self.synth, self.committed = self._load()
+        self.watermark = self.committed  # last offset fed to the synthesizer (in memory)
+        self._fresh = True  # no message seen since the load: check for a gap once
+        # completed, not yet produced: (release, arrival of its last record, completion)
+        self._releases: list[tuple[Release, float, float]] = []
+        self._unacked = 0
+        self._last_commit = time.monotonic()
+        self._set_gauges()
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def _load(self) -> tuple[OnlineSynthesizer, int]:
+        key = self.config.noise_key.reveal()
+        stored = self.store.load()
+        if stored is None:
+            log.info("partition %d: no local state; starting at t=0", self.partition)
+            synth = OnlineSynthesizer(
+                self.config.d, self.config.epsilon, key, self.config.release_every,
+                self.config.schedule, max_depth=self.config.max_depth, partition=self.partition,
+            )
+            return synth, -1
+        for name, value in self._public_config.items():
+            if stored.config.get(name) != value:
+                raise ConfigError(
+                    f"{_CONFIG_VARIABLES[name]} differs from the one partition {self.partition}'s "
+                    f"state in {self.store.path} was built with ({name}); the parameters of a "
+                    "run cannot change. Restore the previous setting, or start a new run (new "
+                    "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
+                )
+        synth = OnlineSynthesizer.restore(stored.snapshot, key)
+        log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
+                 self.partition, synth.t, synth.sequence, stored.watermark)
+        return synth, stored.watermark
+
+    # -- processing ------------------------------------------------------------------------
+
+    def process(self, messages: list[InputMessage]) -> int:
+        """Run the commit protocol on ``messages`` (offset order); return the committed watermark.
+
+        The caller may acknowledge every input offset at or below the returned value.
+        """
+        if messages and self._fresh:
+            self._fresh = False
+            first = next((m.offset for m in messages if m.offset > self.watermark), None)
+            if first is not None and first > self.watermark + 1 and self.replay is not None:
+                self._catch_up(first)
+        new = [m for m in messages if m.offset > self.watermark]
+        if len(new) < len(messages):
+            self.metrics.inc("records_skipped", self.partition, len(messages) - len(new))
+        if new:
+            self._feed(new)
+        if self._releases or self.checkpoint_due():
+            self.commit()
+        self._set_gauges()
+        return self.committed
+
+    def _catch_up(self, first: int) -> None:
+        """Feed offsets (watermark, first) read back from the input partition, in batches."""
+        start = self.watermark + 1
+        log.warning(
+            "partition %d: the first input offset delivered (%d) is beyond the local state "
+            "(watermark %d); replaying offsets [%d, %d) from the input partition to rebuild it",
+            self.partition, first, self.watermark, start, first,
+        )
+        assert self.replay is not None
+        batch: list[InputMessage] = []
+        replayed = 0
+        for message in self.replay(self.partition, start, first):
+            if message.offset >= first:
+                break
+            batch.append(message)
+            if len(batch) >= REPLAY_BATCH:
+                replayed += self._feed_replayed(batch)
+                batch = []
+        if batch:
+            replayed += self._feed_replayed(batch)
+        log.info("partition %d: replayed %d messages; t=%d", self.partition, replayed,
+                 self.synth.t)
+
+    def _feed_replayed(self, batch: list[InputMessage]) -> int:
+        self.metrics.inc("messages_replayed", self.partition, len(batch))
+        self._feed(batch)
+        if self._releases or self.checkpoint_due():
+            self.commit()
+        return len(batch)
+
+    def _feed(self, new: list[InputMessage]) -> None:
+        config, p = self.config, self.partition
+        batch = split_batch(config.schema, [m.value for m in new])
+        for index, rejects in batch.rejects.items():
+            m = new[index]
+            self.sink.send(
+                config.dead_letter_topic,
+                dead_letter_key(config.input_topic, p, m.offset),
+                encode_dead_letter(
+                    value=m.value, topic=config.input_topic, partition=p, offset=m.offset,
+                    timestamp_ms=m.timestamp_ms, rejects=rejects,
+                    n_records=int(batch.records_per_message[index]),
+                ),
+            )
+            self.metrics.inc("dead_lettered_messages", p)
+            self.metrics.inc("dead_lettered_records", p, len(rejects))
+        self.metrics.inc("messages_in", p, len(new))
+        self.metrics.inc("records_in", p, len(batch.points))
+        self.metrics.inc("clipped_values", p, batch.clip_report.total)
+        # Feed tick by tick (cut at message boundaries), so that a large batch still commits
+        # its releases every release_linger_s instead of all at its end (release latency).
+        valid_end = np.cumsum(batch.valid_per_message)
+        first, start = 0, 0
+        while first < len(new):
+            need = config.release_every - self.synth.t % config.release_every
+            last = min(int(np.searchsorted(valid_end, start + need)), len(new) - 1)
+            end = int(valid_end[last])
+            t_before = self.synth.t
+            releases = self.synth.extend(batch.points[start:end])
+            done = time.monotonic()
+            for release in releases:  # latency starts when the tick's last record arrived
+                holder = first + int(np.searchsorted(
+                    t_before + valid_end[first:last + 1] - start, release.t))
+                self._releases.append((release, new[min(holder, last)].received, done))
+            self.metrics.inc("ticks", p, len(releases))
+            self.watermark = new[last].offset
+            self._unacked += last + 1 - first
+            if self.synth.t % config.release_every:
+                self.crash.reached("mid_tick")
+            first, start = last + 1, end
+            if (first < len(new) and self._releases
+                    and done - self._releases[0][2] >= config.release_linger_s):
+                self.commit()
+
+    def checkpoint_due(self, now: float | None = None) -> bool:
+        """True when processed messages wait too long (or are too many) for a commit."""
+        if self.watermark == self.committed:
+            return False
+        now = time.monotonic() if now is None else now
+        return (
+            self._unacked >= self.config.max_unacked_events
+            or now - self._last_commit >= self.config.checkpoint_interval_s
+        )
+
+    def commit(self) -> int:
+        """Produce pending releases, wait for delivery, then commit state and watermark."""
+        p, config = self.partition, self.config
+        records_sent = 0
+        for position, (release, _, _) in enumerate(self._releases):
+            sequence = int(release.metadata["sequence"])
+            records = encode_release(
+                release, run_id=config.run_id, partition=p, sequence=sequence,
+                max_chunk_bytes=config.release_max_record_bytes,
+            )
+            key = release_record_key(config.run_id, p, sequence)
+            if position == 0 and self.crash.armed("mid_release"):
+                half = max(1, len(records) // 2)
+                for record in records[:half]:
+                    self.sink.send(config.output_topic, key, record)
+                self.sink.flush()
+                self.crash.reached("mid_release")
+                records = records[half:]
+            for record in records:
+                self.sink.send(config.output_topic, key, record)
+            records_sent += len(records)
+        self.sink.flush()  # every release record and dead letter is on the broker now
+        delivered = time.monotonic()
+        for _release, arrived, _ in self._releases:
+            self.metrics.observe("release_latency_seconds", p, max(delivered - arrived, 0.0))
+        if self._releases:
+            self.metrics.inc("releases", p, len(self._releases))
+            self.metrics.inc("release_records", p, records_sent)
+            self.crash.reached("after_release_produced")
+        if self.watermark != self.committed or self._releases:
+            start = time.perf_counter()
+            stats = self.store.commit(
+                self.synth.snapshot(), watermark=self.watermark, t=self.synth.t,
+                sequence=self.synth.sequence, config=self._public_config,
+            )
+            self.metrics.observe("state_commit_seconds", p, time.perf_counter() - start)
+            self.metrics.inc("state_commits", p)
+            self.metrics.inc("state_chunks_written", p, stats.chunks_written)
+            self.metrics.inc("state_bytes_written", p, stats.bytes_written)
+            self.metrics.set("state_bytes", p, stats.snapshot_bytes)
+            self.metrics.set("state_chunks", p, stats.chunks_total)
+            self.committed = self.watermark
+            self.crash.reached("after_state_commit_before_ack")
+        self._releases = []
+        self._unacked = 0
+        self._last_commit = time.monotonic()
+        self._set_gauges()
+        return self.committed
+
+    def _set_gauges(self) -> None:
+        p = self.partition
+        self.metrics.set("t", p, self.synth.t)
+        self.metrics.set("sequence", p, self.synth.sequence)
+        self.metrics.set("watermark", p, self.committed)
+        self.metrics.set("unacked_events", p, self._unacked)
+
+    def close(self) -> None:
+        """Close the state store (uncommitted records are simply re-read after a restart)."""
+        self.store.close()

@@ -1,0 +1,113 @@
+"""Two partitions, two workers, rebalances: every partition's releases equal its embedded run.
+
+Worker A starts alone and owns both input partitions; worker B joins (one partition moves to B,
+which has no local state for it and rebuilds it by replay); later B stops and A takes the
+partition back with its own older state (it replays from its stale watermark). Records arrive in
+every phase. Each partition's releases must equal ``OnlineSynthesizer(..., partition=p)`` on that
+partition's points, duplicates byte-identical.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpsynth.stream.consumer import ReleaseConsumer
+from dpsynth.stream.testing import (
+    WorkerProcess,
+    check_against_embedded,
+    create_topics,
+    embedded_release_records,
+    encode_records,
+    produce_messages,
+    read_topic,
+    records_of,
+    unique_topics,
+    worker_env,
+    write_schema,
+)
+
+pytestmark = pytest.mark.kafka
+
+PER_MESSAGE = 100
+
+
+def _produce(bootstrap: str, topic: str, points: dict[int, np.ndarray], start: int, end: int):
+    produce_messages(bootstrap, topic, [
+        (p, encode_records(records_of(points[p][i:i + PER_MESSAGE])))
+        for p in (0, 1) for i in range(start, end, PER_MESSAGE)
+    ])
+
+
+def _all_done(workers: list[WorkerProcess], n: int):
+    """Both partitions at t = n with every message committed, on whichever worker owns them."""
+    def done() -> bool:
+        best: dict[str, tuple[float, float]] = {}
+        for w in workers:
+            if not w.alive:
+                continue
+            m = w.metrics()
+            for p, t in m.get("dpsynth_t", {}).items():
+                watermark = m.get("dpsynth_watermark", {}).get(p, -1)
+                best[p] = max(best.get(p, (0, -1)), (t, watermark))
+        return all(best.get(p) == (n, n // PER_MESSAGE - 1) for p in ("0", "1"))
+    return done
+
+
+def _wait(predicate, workers: list[WorkerProcess], timeout_s: float = 180) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            tails = "\n----\n".join(w.log_tail(25) for w in workers)
+            raise TimeoutError(f"partitions did not finish:\n{tails}")
+        time.sleep(0.3)
+
+
+def test_two_workers_and_rebalances_keep_every_partition_equal_to_its_embedded_run(
+    kafka_bootstrap, tmp_path
+):
+    rng = np.random.default_rng(31)
+    points = {0: rng.random((13_000, 2)), 1: rng.random((13_000, 2)) ** 2}
+    topics = unique_topics("rebalance")
+    create_topics(kafka_bootstrap, {topics.input: 2, topics.output: 2, topics.dead_letter: 1})
+    schema = write_schema(tmp_path / "schema.json")
+    env_a = worker_env(kafka_bootstrap, topics, schema, tmp_path / "data-a")
+    env_b = worker_env(kafka_bootstrap, topics, schema, tmp_path / "data-b")
+    a = WorkerProcess(env_a, tmp_path / "a.log").start()
+    b = WorkerProcess(env_b, tmp_path / "b.log")
+    try:
+        _produce(kafka_bootstrap, topics.input, points, 0, 6000)
+        _wait(_all_done([a], 6000), [a])
+
+        b.start()  # B joins: one partition moves to B, which has no state for it
+        b.wait_log("[^Worker]: Ready")
+        _produce(kafka_bootstrap, topics.input, points, 6000, 10_000)
+        _wait(_all_done([a, b], 10_000), [a, b])
+        moved = next(iter(b.metrics()["dpsynth_t"]))
+        assert "replaying offsets [0, 60)" in b.log_path.read_text()
+
+        b.stop()  # B leaves: A takes the partition back, its own state for it is stale
+        _produce(kafka_bootstrap, topics.input, points, 10_000, 13_000)
+        _wait(_all_done([a], 13_000), [a])
+        assert f"partition {moved}: the first input offset delivered" in a.log_path.read_text()
+    finally:
+        a.stop()
+        b.stop()
+
+    expected = {}
+    for p in (0, 1):
+        per_sequence = embedded_release_records(
+            points[p], epsilon=1.0, release_every=1000, max_depth=12, run_id="test-run",
+            partition=p,
+        )
+        expected.update({(p, s): r for s, r in per_sequence.items()})
+    stats = check_against_embedded(read_topic(kafka_bootstrap, topics.output), expected,
+                                   "test-run")
+    assert stats["releases"] == 26
+    with ReleaseConsumer(kafka_bootstrap, topics.output, run_id="test-run") as consumer:
+        events = list(consumer.releases(idle_s=3))
+        assert len(events) == 26
+        assert consumer.latest_t() == {0: 13_000, 1: 13_000}
+        assert consumer.merge_latest().shape == (26_000, 2)

@@ -1,0 +1,100 @@
+"""Raw-event decoding and dead-letter records: reasons name the field and rule, never a value."""
+
+from __future__ import annotations
+
+import math
+
+import msgpack
+import numpy as np
+import pytest
+
+from dpsynth.schema import Column, Schema
+from dpsynth.stream.codecs import (
+    dead_letter_key,
+    decode_dead_letter,
+    decode_event,
+    encode_dead_letter,
+    release_record_key,
+    split_batch,
+)
+
+SCHEMA = Schema((Column("x", 0, 10), Column("y", -1, 1)))
+SECRET = 31337.4242  # a distinctive value that must never show up in a reason
+
+
+def pack(obj):
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+@pytest.mark.parametrize(("raw", "fragment"), [
+    (b"\xc1", "not valid msgpack (FormatError)"),
+    (pack({"x": 1}) + b"\x01", "not valid msgpack (ExtraData)"),
+    (b"\x92\x01", "not valid msgpack (ValueError)"),
+    (b"\xa3\xff\xfe\xfd", "not valid msgpack (UnicodeDecodeError)"),
+    (pack(SECRET), "not a float"),
+    (pack("text"), "not a string"),
+    (pack(None), "not nil"),
+    (None, "no value (a tombstone)"),
+])
+def test_unusable_messages_get_a_reason_without_the_value(raw, fragment):
+    records, reason = decode_event(raw)
+    assert records is None and fragment in reason
+    assert str(SECRET) not in reason and "31337" not in reason
+
+
+def test_a_map_is_one_record_and_a_list_is_a_batch():
+    assert decode_event(pack({"x": 1.5, "y": 0})) == ([{"x": 1.5, "y": 0}], None)
+    assert decode_event(pack([{"x": 1}, {"x": 2}])) == ([{"x": 1}, {"x": 2}], None)
+    assert decode_event(pack([])) == ([], None)
+
+
+def test_split_batch_checks_all_records_at_once_and_maps_rejects_to_messages():
+    values = [
+        pack([{"x": 5, "y": 0}, {"x": 20, "y": 0.5}]),    # 0: valid, the second clipped
+        b"\xc1",                                          # 1: undecodable
+        pack([{"x": 1, "y": 0}, {"x": SECRET, "y": math.nan}, {"x": 2}]),  # 2: two bad of three
+        pack({"x": "7", "y": 0}),                         # 3: wrong type
+        pack({"x": 0, "y": 1, "z": 3}),                   # 4: extra field ignored
+        pack(7),                                          # 5: not a record
+    ]
+    result = split_batch(SCHEMA, values)
+    np.testing.assert_allclose(result.points, [[0.5, 0.5], [1.0, 0.75], [0.1, 0.5], [0.0, 1.0]])
+    assert result.clip_report.total == 1
+    assert result.valid_per_message.tolist() == [2, 0, 1, 0, 1, 0]
+    assert result.records_per_message.tolist() == [2, 0, 3, 1, 1, 0]
+    assert result.rejects[1][0][0] == -1
+    assert result.rejects[2] == [
+        (1, "field 'y' must be finite (NaN and ±inf are rejected)"),
+        (2, "field 'y' is missing"),
+    ]
+    assert result.rejects[3] == [(0, "field 'x' must be a number, not str")]
+    assert result.rejects[5][0][0] == -1 and "must be a msgpack map" in result.rejects[5][0][1]
+    assert set(result.rejects) == {1, 2, 3, 5}
+    for rejects in result.rejects.values():
+        for _, reason in rejects:
+            assert "31337" not in reason
+
+
+def test_an_empty_batch_has_no_points():
+    result = split_batch(SCHEMA, [pack([])])
+    assert result.points.shape == (0, 2) and not result.rejects
+
+
+def test_dead_letter_round_trip_keeps_the_raw_bytes():
+    raw = pack([{"x": 1, "y": 0}, {"x": math.inf, "y": 0}])
+    letter = encode_dead_letter(value=raw, topic="raw", partition=2, offset=41,
+                                timestamp_ms=1700000000000,
+                                rejects=[(1, "field 'x' must be finite")], n_records=2)
+    decoded = decode_dead_letter(letter)
+    assert decoded == {
+        "format": 1, "topic": "raw", "partition": 2, "offset": 41,
+        "timestamp_ms": 1700000000000, "reason": "field 'x' must be finite",
+        "rejects": [[1, "field 'x' must be finite"]], "n_records": 2, "raw": raw,
+    }
+    with pytest.raises(ValueError, match="not a dpsynth dead-letter record"):
+        decode_dead_letter(pack({"format": 2}))
+
+
+def test_keys():
+    assert dead_letter_key("raw", 2, 41) == b"raw/2/41"
+    assert release_record_key("run", 0, 5) == b"run/0/5"

@@ -1,0 +1,269 @@
+"""The commit protocol of one partition, without a broker: a fake sink and a real RocksDB store.
+
+Crashes are simulated by a crash action that raises instead of SIGKILL; the "restart" is a new
+processor on the same store, fed again from the last acknowledged offset, as Kafka would.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rocksdict")
+
+from dpsynth.errors import ConfigError  # noqa: E402
+from dpsynth.stream.codecs import decode_dead_letter  # noqa: E402
+from dpsynth.stream.config import load_config  # noqa: E402
+from dpsynth.stream.crash import CrashPoints  # noqa: E402
+from dpsynth.stream.processor import InputMessage, PartitionProcessor  # noqa: E402
+from dpsynth.stream.store import PartitionStore  # noqa: E402
+from dpsynth.stream.testing import (  # noqa: E402
+    TEST_KEY_HEX,
+    TopicRecord,
+    check_against_embedded,
+    embedded_release_records,
+    encode_records,
+    records_of,
+)
+
+RELEASE_EVERY = 500
+PER_MESSAGE = 130
+
+
+class Crash(Exception):
+    """Stands in for SIGKILL."""
+
+
+class FakeSink:
+    """Collects delivered records per topic; ``send`` only queues until ``flush``."""
+
+    def __init__(self):
+        self.delivered: dict[str, list[tuple[bytes, bytes]]] = {}
+        self.queued: list[tuple[str, bytes, bytes]] = []
+        self.fail = False
+
+    def send(self, topic, key, value):
+        self.queued.append((topic, key, value))
+
+    def flush(self):
+        if self.fail:
+            self.queued = []
+            raise OSError("broker unreachable")
+        for topic, key, value in self.queued:
+            self.delivered.setdefault(topic, []).append((key, value))
+        self.queued = []
+
+    def crash(self):
+        """A crash loses what was queued but not flushed."""
+        self.queued = []
+
+    def records(self, topic):
+        return [TopicRecord(0, i, k, v) for i, (k, v) in enumerate(self.delivered.get(topic, []))]
+
+
+@pytest.fixture
+def config(tmp_path):
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"version": 1, "columns": [
+        {"name": "x", "lower": 0, "upper": 1}, {"name": "y", "lower": 0, "upper": 1}]}))
+    return load_config({
+        "DPSYNTH_BROKER": "127.0.0.1:9", "DPSYNTH_SCHEMA_FILE": str(schema),
+        "DPSYNTH_EPSILON": "1.0", "DPSYNTH_NOISE_KEY": TEST_KEY_HEX,
+        "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_RELEASE_EVERY": str(RELEASE_EVERY),
+        "DPSYNTH_MAX_DEPTH": "10", "DPSYNTH_DATA_DIR": str(tmp_path / "data"),
+        "DPSYNTH_RELEASE_LINGER_S": "0", "DPSYNTH_CHECKPOINT_INTERVAL_S": "3600",
+    })
+
+
+def _messages(points):
+    return [InputMessage(offset=k, value=encode_records(records_of(points[i:i + PER_MESSAGE])),
+                         received=0.0)
+            for k, i in enumerate(range(0, len(points), PER_MESSAGE))]
+
+
+def _expected(points):
+    per_sequence = embedded_release_records(
+        points, epsilon=1.0, release_every=RELEASE_EVERY, max_depth=10, run_id="test-run",
+        partition=0,
+    )
+    return {(0, s): r for s, r in per_sequence.items()}
+
+
+def _processor(config, sink, crash_at=None, replay=None):
+    store = PartitionStore(config.data_dir / "p0", partition=0, run_id=config.run_id,
+                           chunk_bytes=16384, sync=False)
+
+    def crash(point):
+        raise Crash(point)
+
+    return PartitionProcessor(config, 0, store=store, sink=sink,
+                              crash=CrashPoints(crash_at, action=crash), replay=replay)
+
+
+def _run(proc, messages, start, batch=3):
+    """Deliver messages from offset ``start`` in batches; return the last acknowledged offset."""
+    acked = start - 1
+    for i in range(start, len(messages), batch):
+        acked = proc.process(messages[i:i + batch])
+    return acked
+
+
+def test_uninterrupted_run_equals_the_embedded_engine(config):
+    points = np.random.default_rng(1).random((3000, 2))
+    messages = _messages(points)
+    sink = FakeSink()
+    proc = _processor(config, sink)
+    assert _run(proc, messages, 0) == len(messages) - 1
+    assert proc.synth.t == len(points)
+    stats = check_against_embedded(sink.records(config.output_topic), _expected(points),
+                                   "test-run")
+    assert stats == {"records": stats["records"], "duplicates": 0, "releases": 6}
+    proc.close()
+
+
+@pytest.mark.parametrize(("point", "visit"), [
+    ("mid_tick", 2),
+    ("mid_release", 2),
+    ("after_release_produced", 2),
+    ("after_state_commit_before_ack", 2),
+    ("after_state_commit_before_ack", 4),
+])
+def test_crash_at_each_step_then_restart_counts_every_record_once(config, point, visit):
+    points = np.random.default_rng(2).random((4000, 2))
+    messages = _messages(points)
+    sink = FakeSink()
+    proc = _processor(config, sink, crash_at=(point, visit))
+    acked = -1
+    with pytest.raises(Crash):
+        for i in range(0, len(messages), 3):
+            acked = proc.process(messages[i:i + 3])
+    sink.crash()
+    proc.close()
+    # Kafka re-delivers from the last acknowledged offset + 1 (or earlier: never later)
+    restarted = _processor(config, sink)
+    assert restarted.committed >= acked
+    _run(restarted, messages, acked + 1)
+    assert restarted.synth.t == len(points)  # no record lost, none counted twice
+    stats = check_against_embedded(sink.records(config.output_topic), _expected(points),
+                                   "test-run")
+    if point in ("mid_release", "after_release_produced"):
+        assert stats["duplicates"] > 0
+    restarted.close()
+
+
+def test_redelivery_at_or_below_the_watermark_is_skipped(config):
+    points = np.random.default_rng(3).random((1500, 2))
+    messages = _messages(points)
+    proc = _processor(config, FakeSink())
+    _run(proc, messages, 0)
+    t = proc.synth.t
+    proc.process(messages[:5])  # a re-delivery (e.g. offsets not yet committed to Kafka)
+    assert proc.synth.t == t
+    assert proc.metrics.get("records_skipped", 0) == 5
+    proc.close()
+
+
+def test_a_partition_without_state_is_rebuilt_by_replay(config):
+    points = np.random.default_rng(4).random((3000, 2))
+    messages = _messages(points)
+    calls = []
+
+    def replay(partition, start, end):
+        calls.append((partition, start, end))
+        return iter(messages[start:end])
+
+    sink = FakeSink()
+    proc = _processor(config, sink, replay=replay)
+    _run(proc, messages, 10)  # Kafka's committed offset was 10, the local state is empty
+    assert calls == [(0, 0, 10)]
+    assert proc.synth.t == len(points)
+    assert proc.metrics.get("messages_replayed", 0) == 10
+    check_against_embedded(sink.records(config.output_topic), _expected(points), "test-run")
+    proc.close()
+
+
+def test_no_replay_when_delivery_starts_at_the_watermark(config):
+    points = np.random.default_rng(5).random((1000, 2))
+    messages = _messages(points)
+
+    def replay(partition, start, end):
+        raise AssertionError("no replay expected")
+
+    proc = _processor(config, FakeSink(), replay=replay)
+    _run(proc, messages, 0)
+    proc.close()
+
+
+def test_bad_records_are_dead_lettered_and_not_counted(config):
+    good = np.random.default_rng(6).random((600, 2))
+    values = [encode_records(records_of(good[:300])), b"\xc1",
+              encode_records([{"x": 0.5}, {"x": 0.1, "y": 0.2}]),
+              encode_records({"x": float("nan"), "y": 0.3}),
+              encode_records(records_of(good[300:]))]
+    messages = [InputMessage(offset=i, value=v) for i, v in enumerate(values)]
+    sink = FakeSink()
+    proc = _processor(config, sink)
+    proc.process(messages)
+    proc.commit()
+    assert proc.synth.t == 601  # 600 good + the valid half of message 2
+    letters = [decode_dead_letter(v) for _, v in sink.delivered[config.dead_letter_topic]]
+    assert [d["offset"] for d in letters] == [1, 2, 3]
+    assert letters[0]["rejects"][0][0] == -1
+    assert letters[1]["rejects"] == [[0, "field 'y' is missing"]]
+    assert letters[2]["reason"] == "field 'x' must be finite (NaN and ±inf are rejected)"
+    assert letters[1]["raw"] == values[2]
+    assert proc.metrics.get("dead_lettered_records", 0) == 3
+    proc.close()
+
+
+def test_a_failed_delivery_commits_nothing(config):
+    points = np.random.default_rng(7).random((1000, 2))
+    messages = _messages(points)
+    sink = FakeSink()
+    proc = _processor(config, sink)
+    proc.process(messages[:3])  # 390 records: no release yet, nothing committed
+    sink.fail = True
+    with pytest.raises(OSError):
+        proc.process(messages[3:])
+    proc.close()
+    with PartitionStore(config.data_dir / "p0", partition=0, run_id="test-run") as store:
+        assert store.load() is None  # state only ever follows delivered releases
+
+
+def test_a_checkpoint_commits_an_open_tick(config):
+    points = np.random.default_rng(8).random((400, 2))
+    proc = _processor(config, FakeSink())
+    assert proc.process(_messages(points)) == -1  # open tick, nothing acknowledged
+    assert proc.checkpoint_due(now=1e12)
+    assert proc.commit() == 3
+    proc.close()
+    again = _processor(config, FakeSink())
+    assert (again.synth.t, again.committed) == (400, 3)
+    again.close()
+
+
+def test_changed_parameters_refuse_the_stored_state(config, tmp_path):
+    proc = _processor(config, FakeSink())
+    proc.process(_messages(np.random.default_rng(9).random((600, 2))))
+    proc.close()
+    changed = load_config({
+        "DPSYNTH_BROKER": "127.0.0.1:9", "DPSYNTH_SCHEMA_FILE": config.schema_file,
+        "DPSYNTH_EPSILON": "0.5", "DPSYNTH_NOISE_KEY": TEST_KEY_HEX,
+        "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_RELEASE_EVERY": str(RELEASE_EVERY),
+        "DPSYNTH_MAX_DEPTH": "10", "DPSYNTH_DATA_DIR": str(config.data_dir),
+    })
+    with pytest.raises(ConfigError, match="DPSYNTH_EPSILON differs"):
+        _processor(changed, FakeSink())
+
+
+def test_release_latency_and_state_metrics(config):
+    points = np.random.default_rng(10).random((1000, 2))
+    proc = _processor(config, FakeSink())
+    proc.process(_messages(points))
+    text = proc.metrics.render()
+    assert 'dpsynth_release_latency_seconds_count{partition="0"} 2' in text
+    assert 'dpsynth_t{partition="0"} 1000' in text
+    assert proc.metrics.get("state_chunks_written", 0) >= 1
+    proc.close()
