@@ -272,7 +272,8 @@ class _Delivery:
                    "else $DPSYNTH_BROKER.")
 @click.option("--topic",
               default=lambda: os.environ.get("DPSYNTH_INPUT_TOPIC") or "dpsynth-raw-events",
-              show_default="$DPSYNTH_INPUT_TOPIC, else dpsynth-raw-events", help="The raw-events topic.")
+              show_default="$DPSYNTH_INPUT_TOPIC, else dpsynth-raw-events",
+              help="The raw-events topic.")
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False,
                                                        path_type=Path),
               help="CSV with a header, or NDJSON of objects (.gz allowed): sent as they are.")
