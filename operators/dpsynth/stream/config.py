@@ -296,11 +296,14 @@ def _noise_key(r: _Reader) -> NoiseKey:
         raise ConfigError(
             f"DPSYNTH_NOISE_KEY_FILE ({path!r}) cannot be read ({reason}); fix the path"
         ) from None
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+    # Others must not read the key. Group access is how Kubernetes mounts a Secret for a
+    # non-root pod (mode 0440 with fsGroup), so it is only worth a warning for a foreign group.
+    foreign_group = os.stat(path).st_gid != os.getgid()
+    if mode & stat.S_IRWXO or (mode & stat.S_IRWXG and foreign_group):
         import logging
 
         logging.getLogger(__name__).warning(
-            "DPSYNTH_NOISE_KEY_FILE (%s) is readable by group or others; chmod 600 it", path
+            "DPSYNTH_NOISE_KEY_FILE (%s) is readable beyond its owner's group; chmod 600 it", path
         )
     return NoiseKey.from_hex(text, f"DPSYNTH_NOISE_KEY_FILE ({path!r})")
 
