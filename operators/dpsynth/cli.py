@@ -40,7 +40,6 @@ evaluation artefacts, not private, and must not be published. Only the releases 
 from __future__ import annotations
 
 import csv
-import functools
 import gzip
 import json
 import math
@@ -61,9 +60,9 @@ from dpsynth import bench as benchmarks
 from dpsynth import bench_accuracy, bench_modes
 from dpsynth.accounting import paper_schedule
 from dpsynth.bench import DemoStream
+from dpsynth.cli_errors import fail_on_dpsynth_error
 from dpsynth.clock import TickClock
 from dpsynth.counters.level import LevelCounters
-from dpsynth.errors import DpsynthError
 from dpsynth.noise import KeyedNoise
 from dpsynth.release import Release
 from dpsynth.release_format import (
@@ -170,19 +169,6 @@ def _print_key(console: Console, label: str, is_demo: bool) -> None:
         console.print(f"[bold yellow]WARNING[/]: noise key is the {label}")
     else:
         console.print(f"noise key: {label}")
-
-
-def _fail_on_dpsynth_error(fn: Callable[..., None]) -> Callable[..., None]:
-    """Turn dpsynth's own errors (bad parameters, schemas, releases) into clean CLI errors."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        try:
-            fn(*args, **kwargs)
-        except DpsynthError as e:
-            raise click.ClickException(str(e)) from None
-
-    return wrapper
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -502,7 +488,7 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
               help="accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1 verbatim.")
 @click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=0.0, show_default=True,
               help="accurate: budget share of a fresh counter, so releases move within a level.")
-@_fail_on_dpsynth_error
+@fail_on_dpsynth_error
 def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
         seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
         out: Path, w1_points: int, run_id: str, schedule: str, fresh: float) -> None:
@@ -577,7 +563,7 @@ def _schema_or_none(schema_path: Path | None, d: int) -> Schema | None:
 @click.option("--schema", "schema_path",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Print the points in the original units of this schema.")
-@_fail_on_dpsynth_error
+@fail_on_dpsynth_error
 def inspect(path: Path, n_points: int, schema_path: Path | None) -> None:
     """Print a release file's header, metadata, t, depth and non-empty leaves (checked read)."""
     console = Console()
@@ -622,7 +608,7 @@ def inspect(path: Path, n_points: int, schema_path: Path | None) -> None:
               help="Random query boxes per size (small, medium, large).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the results to this JSON file.")
-@_fail_on_dpsynth_error
+@fail_on_dpsynth_error
 def evaluate(release_path: Path, input_path: Path | None, schema_path: Path | None,
              dataset: str | None, points: int, seed: int, limit: int | None, w1_points: int,
              boxes: int, json_path: Path | None) -> None:

@@ -54,7 +54,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from dpsynth.errors import DpsynthError
+from dpsynth.cli_errors import fail_on_dpsynth_error
 from dpsynth.schema import Schema
 from dpsynth.stream.config import bootstrap_of
 
@@ -112,20 +112,6 @@ def _cluster_metadata(admin: Any, bootstrap: str) -> Any:
             f"cannot reach the broker at {bootstrap} within {METADATA_TIMEOUT:g} s ({e}); "
             "start one (deploy/kafka-local.sh start) or fix --bootstrap"
         ) from None
-
-
-def _fail_clean(fn: Any) -> Any:
-    """dpsynth's own errors (schemas, releases, settings) as clean CLI errors."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except DpsynthError as e:
-            raise click.ClickException(str(e)) from None
-
-    return wrapper
 
 
 # -- produce: inputs -----------------------------------------------------------------------------
@@ -304,7 +290,7 @@ class _Delivery:
                    "all but gzip).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
               help="Seconds a message may wait for delivery before the command fails.")
-@_fail_clean
+@fail_on_dpsynth_error
 def produce(bootstrap: str | None, topic: str, input_path: Path | None, dataset: str | None,
             generate: int | None, seed: int, schema_path: Path | None, batch: int,
             partitions: int | None, replication: int, key_by: str, compression: str,
@@ -467,7 +453,7 @@ class _RejectEcho(logging.Handler):
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Write the merged points in the original units and column names of this "
                    "schema (else in [0,1]^d, columns x0, x1, …).")
-@_fail_clean
+@fail_on_dpsynth_error
 def consume(bootstrap: str | None, topic: str, from_beginning: bool, timeout: float | None,
             max_releases: int | None, run_id: str | None, group_id: str | None,
             out: Path | None, schema_path: Path | None) -> None:
