@@ -198,8 +198,17 @@ class LevelCounters:
         fire = time + np.minimum(gap, self.horizon)
         alive = (fire < self.horizon) & (self.segment[cells] < self.horizon)
         self.fire_at[cells] = np.where(alive, fire, NEVER)
-        for when in np.unique(fire[alive]):
-            self._due.setdefault(int(when), []).append(cells[alive & (fire == when)])
+        self._index_due(cells[alive], fire[alive])
+
+    def _index_due(self, cells: np.ndarray, when: np.ndarray) -> None:
+        """Add cells to the due-check index under their candidate times (one sort, no scans)."""
+        if cells.size == 0:
+            return
+        order = np.argsort(when, kind="stable")
+        cells, when = cells[order], when[order]
+        starts = np.flatnonzero(np.r_[True, when[1:] != when[:-1]])
+        for group, start in zip(np.split(cells, starts[1:]), starts, strict=True):
+            self._due.setdefault(int(when[start]), []).append(group)
 
     def _accept(self, cells: np.ndarray, time: int, closures: np.ndarray) -> np.ndarray:
         """Thinning: the candidate at ``time`` fires with probability q(N)/q(W); rejected cells
@@ -338,8 +347,7 @@ class LevelCounters:
         self._frozen = None if frozen is None else np.asarray(frozen, dtype=np.int64).copy()
         self._due = {}
         alive = np.flatnonzero(self.fire_at != NEVER)
-        for when in np.unique(self.fire_at[alive]):
-            self._due[int(when)] = [alive[self.fire_at[alive] == when]]
+        self._index_due(alive, self.fire_at[alive])
         return self
 
     @property
