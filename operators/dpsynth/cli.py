@@ -935,9 +935,11 @@ def demo(out: Path, ticks: int, seed: int) -> None:
 
 # -- the Kafka operator (dpsynth.stream; Faust and confluent-kafka are imported lazily) ---------
 
+from dpsynth.stream.bench_kafka import bench_kafka  # noqa: E402
 from dpsynth.stream.commands import worker  # noqa: E402
 from dpsynth.stream.commands_io import consume, produce  # noqa: E402
 
 main.add_command(worker)
+main.add_command(bench_kafka, name="bench-kafka")
 main.add_command(produce)
 main.add_command(consume)
