@@ -524,7 +524,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     summary = _summary(synth, source, log, final, curve, key_label)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     short_key = "public demo key" if is_demo else "private key"
-    title = f"dpsynth run: t = {release.t:,}, ε = {epsilon:g}, paper schedule, {short_key}"
+    title = f"dpsynth run: t = {release.t:,}, ε = {epsilon:g}, {schedule} schedule, {short_key}"
     _plot_true_vs_synthetic(out / "true-vs-synthetic.png", log.true[:release.t],
                             release.points, source, title)
     _plot_w1_over_t(out / "w1-over-t.png", curve, title)
