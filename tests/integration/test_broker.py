@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from dpsynth.stream import broker
+from dpsynth.stream.testing import create_topics
 
 ck = pytest.importorskip("confluent_kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")
@@ -26,15 +27,6 @@ TIMEOUT_S = 60.0
 
 def _name(kind: str) -> str:
     return f"dpsynth-it-{kind}-{uuid.uuid4().hex[:10]}"
-
-
-def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = ck_admin.AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [ck_admin.NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-        operation_timeout=30,
-    )
-    futures[topic].result(timeout=TIMEOUT_S)
 
 
 def _consumer(bootstrap: str, **extra: str) -> Any:
@@ -102,7 +94,7 @@ def test_produce_and_consume_on_an_auto_created_topic(kafka_bootstrap: str) -> N
 
 def test_read_committed_sees_committed_but_not_aborted(kafka_bootstrap: str) -> None:
     topic = _name("txn")
-    _create_topic(kafka_bootstrap, topic, partitions=1)
+    create_topics(kafka_bootstrap, {topic: 1})
     producer = ck.Producer(
         {"bootstrap.servers": kafka_bootstrap, "transactional.id": _name("txid")}
     )
@@ -149,7 +141,7 @@ def test_read_committed_sees_committed_but_not_aborted(kafka_bootstrap: str) -> 
 
 def test_admin_creates_a_topic_with_two_partitions(kafka_bootstrap: str) -> None:
     topic = _name("two")
-    _create_topic(kafka_bootstrap, topic, partitions=2)
+    create_topics(kafka_bootstrap, {topic: 2})
     admin = ck_admin.AdminClient({"bootstrap.servers": kafka_bootstrap})
     metadata = admin.list_topics(topic, timeout=TIMEOUT_S)
     assert sorted(metadata.topics[topic].partitions) == [0, 1]

@@ -27,6 +27,7 @@ from dpsynth.release_format import encode_release
 from dpsynth.schema import Schema
 from dpsynth.stream.codecs import release_record_key
 from dpsynth.stream.commands_io import consume, produce
+from dpsynth.stream.testing import create_topics
 from dpsynth.synthesizer import OnlineSynthesizer
 
 ck = pytest.importorskip("confluent_kafka")
@@ -40,15 +41,6 @@ SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "example-schema.json"
 
 def _name(kind: str) -> str:
     return f"dpsynth-it-{kind}-{uuid.uuid4().hex[:10]}"
-
-
-def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = ck_admin.AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [ck_admin.NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-        operation_timeout=30,
-    )
-    futures[topic].result(timeout=TIMEOUT_S)
 
 
 def _read_all(bootstrap: str, topic: str, expected: int) -> list[Any]:
@@ -188,7 +180,7 @@ def synthetic_topic(kafka_bootstrap: str) -> dict[str, Any]:
     """
     run_id = f"it-{uuid.uuid4().hex[:8]}"
     topic = _name("synthetic")
-    _create_topic(kafka_bootstrap, topic, 2)
+    create_topics(kafka_bootstrap, {topic: 2})
     p0, p1 = _releases(0, 2500), _releases(1, 2000)
     messages: list[tuple[bytes, bytes]] = []
     for release in p0:
