@@ -252,10 +252,16 @@ class _Delivery:
     failed: int = 0
 
 
+#: The broker option of ``produce`` and ``consume``.
+bootstrap_option = click.option(
+    "--bootstrap",
+    help="Kafka bootstrap servers HOST:PORT[,…]. Default: $KAFKA_BOOTSTRAP_SERVERS, "
+         "else $DPSYNTH_BROKER.",
+)
+
+
 @click.command()
-@click.option("--bootstrap",
-              help="Kafka bootstrap servers HOST:PORT[,…]. Default: $KAFKA_BOOTSTRAP_SERVERS, "
-                   "else $DPSYNTH_BROKER.")
+@bootstrap_option
 @click.option("--topic",
               default=lambda: os.environ.get("DPSYNTH_INPUT_TOPIC") or "dpsynth-raw-events",
               show_default="$DPSYNTH_INPUT_TOPIC, else dpsynth-raw-events",
@@ -428,9 +434,7 @@ class _RejectEcho(logging.Handler):
 
 
 @click.command()
-@click.option("--bootstrap",
-              help="Kafka bootstrap servers HOST:PORT[,…]. Default: $KAFKA_BOOTSTRAP_SERVERS, "
-                   "else $DPSYNTH_BROKER.")
+@bootstrap_option
 @click.option("--topic",
               default=lambda: os.environ.get("DPSYNTH_OUTPUT_TOPIC") or "dpsynth-synthetic",
               show_default="$DPSYNTH_OUTPUT_TOPIC, else dpsynth-synthetic",
