@@ -23,7 +23,7 @@ import numpy as np
 from dpsynth._types import Points
 from dpsynth.consistency import make_consistent
 from dpsynth.errors import ConfigError
-from dpsynth.noise import KeyedNoise
+from dpsynth.noise import KeyedNoise, encode_context
 from dpsynth.release import place_points
 from dpsynth.synthesizer import validate_points
 from dpsynth.tree import route
@@ -52,8 +52,13 @@ def pmm_synthesize(
     neighbours: str = "add_remove",
     max_depth: int = 20,
     placement: str = "uniform",
+    context: tuple[int | str, ...] = ("pmm",),
 ) -> Points:
     """Offline ε-DP synthetic points (m×d) by PMM (dissertation Alg 4, corrected per C.13).
+
+    ``context`` prefixes every noise address (and labels the placement seed), so that callers
+    running PMM as a subroutine with the same key (e.g. :mod:`dpsynth.lowdim`, Alg 8) draw noise
+    independent of a plain PMM run; the default keeps the historical addresses.
 
     Examples
     --------
@@ -79,9 +84,12 @@ def pmm_synthesize(
     for j in range(depth + 1):
         true = np.bincount((address >> np.uint64(depth - j)).astype(np.int64), minlength=1 << j)
         cells = np.arange(1 << j, dtype=np.int64)
-        lam = noise.discrete_laplace_at(float(scales[j]), ("pmm", "level", j), cells, 0)
+        lam = noise.discrete_laplace_at(float(scales[j]), (*context, "level", j), cells, 0)
         noisy.append(np.maximum(true + lam, 0))
     root = int(noisy[0][0])
     leaves = make_consistent(root, noisy[1:])[-1] if depth else np.array([root], np.int64)
-    seed = hmac.new(bytes(key), b"dpsynth.pmm.placement-seed", hashlib.sha256).digest()
+    label = b"dpsynth.pmm.placement-seed"
+    if context != ("pmm",):
+        label += b":" + encode_context(context)
+    seed = hmac.new(bytes(key), label, hashlib.sha256).digest()
     return place_points(leaves, d=d, depth=depth, placement=placement, placement_seed=seed)
