@@ -18,7 +18,7 @@ holds raw records and needs the protection of the raw-events topic, but logs and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,9 +67,10 @@ def _kind(obj: object) -> str:
 
 @dataclass
 class BatchResult:
-    """The valid points of a batch of messages and the rejects of each message."""
+    """The valid rows of a batch of messages and the rejects of each message."""
 
-    points: np.ndarray  # n×d, in message order then record order
+    #: n×d points (point engine) or n×p int64 codes (tabular engine), message then record order
+    points: np.ndarray
     clip_report: ClipReport
     #: per message: number of valid records it contributed
     valid_per_message: np.ndarray
@@ -79,11 +80,31 @@ class BatchResult:
     records_per_message: np.ndarray
 
 
+#: check(records) -> (valid rows in order, clip report, [(record index, reason), ...]).
+Checker = Callable[[list[Any]], tuple[np.ndarray, ClipReport, list[tuple[int, str]]]]
+
+
 def split_batch(schema: Schema, values: Sequence[bytes | None]) -> BatchResult:
     """Decode the values of many messages and check all their records in one schema call.
 
     Returns the valid points in order, and for every message with a problem the list of
     ``(record index, reason)``; an undecodable message has the single entry ``(-1, reason)``.
+    """
+
+    def check(records: list[Any]) -> tuple[np.ndarray, ClipReport, list[tuple[int, str]]]:
+        if not records:
+            return np.zeros((0, schema.d)), ClipReport(schema.names, (0,) * schema.d), []
+        return schema.split_valid(records)
+
+    return split_messages(values, check)
+
+
+def split_messages(values: Sequence[bytes | None], check: Checker) -> BatchResult:
+    """Decode many messages and check all their records with one call of ``check``.
+
+    The engine-independent half of :func:`split_batch`: ``check`` gets every decoded record
+    (possibly none) and returns the valid rows, a clip report and the rejected records' indices
+    with reasons that name the field, never the value.
     """
     records: list[Any] = []
     owner: list[int] = []
@@ -100,16 +121,12 @@ def split_batch(schema: Schema, values: Sequence[bytes | None]) -> BatchResult:
         records.extend(items)
         owner.extend([m] * len(items))
     valid = counts.copy()
-    if records:
-        points, report, bad = schema.split_valid(records)
-        for index, reason in bad:
-            m = owner[index]
-            rejects.setdefault(m, []).append((index - int(starts[m]), reason))
-            valid[m] -= 1
-    else:
-        points = np.zeros((0, schema.d))
-        report = ClipReport(schema.names, (0,) * schema.d)
-    return BatchResult(points, report, valid, rejects, counts)
+    rows, report, bad = check(records)
+    for index, reason in bad:
+        m = owner[index]
+        rejects.setdefault(m, []).append((index - int(starts[m]), reason))
+        valid[m] -= 1
+    return BatchResult(rows, report, valid, rejects, counts)
 
 
 def encode_dead_letter(

@@ -80,8 +80,11 @@ def lock_data_dir(config: WorkerConfig) -> IO[str]:
 def warm_up(config: WorkerConfig) -> None:
     """Compile the numba kernels before consuming, so the first release is not late.
 
-    Uses a dummy key and partition: nothing of it is published or stored.
+    Uses a dummy key and partition: nothing of it is published or stored. The tabular engine
+    has no compiled kernels: nothing to do.
     """
+    if config.engine != "points":
+        return
     import numpy as np
 
     from dpsynth.synthesizer import OnlineSynthesizer

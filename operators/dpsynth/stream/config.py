@@ -30,6 +30,7 @@ from typing import Any
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
 from dpsynth.schema import Schema
+from dpsynth.stream.tabular_engine import TabularSettings, check_tabular, read_tabular_settings
 
 PREFIX = "DPSYNTH_"
 #: Kafka's legal topic names: at most 249 of [a-zA-Z0-9._-].
@@ -95,7 +96,7 @@ class WorkerConfig:
     input_topic: str
     output_topic: str
     dead_letter_topic: str
-    schema: Schema
+    schema: Schema | None  # the point engine's; None for DPSYNTH_ENGINE=tabular
     schema_file: str
     epsilon: float
     release_every: int
@@ -122,10 +123,15 @@ class WorkerConfig:
     session_timeout_s: float = 30.0
     log_level: str = "info"
     crash_at: tuple[str, int] | None = None
+    # -- engine (DPSYNTH_ENGINE): "points" (schema) or "tabular" (domain, paper 003) ----------
+    engine: str = "points"
+    tabular: TabularSettings | None = None
 
     @property
     def d(self) -> int:
-        """Dimension of the points: the schema's number of columns."""
+        """Dimension of the points (the schema's columns), or the domain's attribute count."""
+        if self.schema is None:
+            return len(self.tabular.domain.attributes) if self.tabular is not None else 0
         return self.schema.d
 
     @property
@@ -148,6 +154,8 @@ class WorkerConfig:
             if f.name in ("noise_key", "schema"):
                 continue
             value = getattr(self, f.name)
+            if isinstance(value, TabularSettings):
+                value = value.summary()
             out[f.name] = str(value) if isinstance(value, Path) else value
         out["key_fingerprint"] = self.noise_key.fingerprint
         out["d"] = self.d
@@ -271,6 +279,7 @@ _NAMES = (
     "BATCH_WITHIN_S", "RELEASE_LINGER_S", "CHECKPOINT_INTERVAL_S", "MAX_UNACKED_EVENTS",
     "STATE_CHUNK_BYTES", "STATE_SYNC", "ROCKSDB_BLOCK_CACHE_BYTES", "ROCKSDB_WRITE_BUFFER_BYTES",
     "RELEASE_MAX_RECORD_BYTES", "SESSION_TIMEOUT_S", "LOG_LEVEL", "CRASH_AT",
+    "ENGINE", "DOMAIN_FILE", "TABULAR_METHOD", "TABULAR_COUNTER", "TABULAR_WORKLOADS_PER_STEP",
 )
 _KNOWN = frozenset(PREFIX + n for n in _NAMES)
 
@@ -337,18 +346,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> WorkerConfig:
     values.update({k: v for k, v in env.items() if k.startswith(PREFIX)})
     r = _Reader(values)
 
-    schema_file = r.required(
-        "DPSYNTH_SCHEMA_FILE",
-        "point it at a schema JSON file (format: schemas/record-schema.v1.json)",
-    )
-    try:
-        schema = Schema.from_json_file(schema_file)
-    except OSError as e:
-        raise ConfigError(
-            f"DPSYNTH_SCHEMA_FILE ({schema_file!r}) cannot be read ({e.strerror}); fix the path"
-        ) from None
-    except ConfigError as e:
-        raise ConfigError(f"DPSYNTH_SCHEMA_FILE ({schema_file!r}): {e}") from None
+    engine, schema_file, schema, tabular = _engine(r)
 
     key = _noise_key(r)
     run_id = r.raw("DPSYNTH_RUN_ID") or f"run-{key.fingerprint}"
@@ -421,10 +419,49 @@ def load_config(environ: Mapping[str, str] | None = None) -> WorkerConfig:
         session_timeout_s=r.number("DPSYNTH_SESSION_TIMEOUT_S", 30.0, 1.0),
         log_level=log_level,
         crash_at=_crash_at(r),
+        engine=engine,
+        tabular=tabular,
         **topics,
     )
-    _check_synthesizer(config)
+    if engine == "tabular":
+        check_tabular(config)
+    else:
+        _check_synthesizer(config)
     return config
+
+
+def _engine(r: _Reader) -> tuple[str, str, Schema | None, TabularSettings | None]:
+    """``DPSYNTH_ENGINE`` and its input description: a schema (points) or a domain (tabular)."""
+    engine = (r.raw("DPSYNTH_ENGINE") or "points").lower()
+    if engine not in ("points", "tabular"):
+        raise ConfigError(f"DPSYNTH_ENGINE ({engine!r}) must be 'points' or 'tabular'")
+    if engine == "tabular":
+        if r.raw("DPSYNTH_SCHEMA_FILE") is not None:
+            raise ConfigError(
+                "DPSYNTH_SCHEMA_FILE is set but DPSYNTH_ENGINE=tabular reads the records' domain "
+                "from DPSYNTH_DOMAIN_FILE: unset DPSYNTH_SCHEMA_FILE (or set DPSYNTH_ENGINE=points)"
+            )
+        return engine, "", None, read_tabular_settings(r)
+    for name in ("DPSYNTH_DOMAIN_FILE", "DPSYNTH_TABULAR_METHOD", "DPSYNTH_TABULAR_COUNTER",
+                 "DPSYNTH_TABULAR_WORKLOADS_PER_STEP"):
+        if r.raw(name) is not None:
+            raise ConfigError(
+                f"{name} is set but DPSYNTH_ENGINE is 'points': set DPSYNTH_ENGINE=tabular to "
+                f"run the tabular synthesizer, or unset {name}"
+            )
+    schema_file = r.required(
+        "DPSYNTH_SCHEMA_FILE",
+        "point it at a schema JSON file (format: schemas/record-schema.v1.json)",
+    )
+    try:
+        schema = Schema.from_json_file(schema_file)
+    except OSError as e:
+        raise ConfigError(
+            f"DPSYNTH_SCHEMA_FILE ({schema_file!r}) cannot be read ({e.strerror}); fix the path"
+        ) from None
+    except ConfigError as e:
+        raise ConfigError(f"DPSYNTH_SCHEMA_FILE ({schema_file!r}): {e}") from None
+    return engine, schema_file, schema, None
 
 
 def default_schedule() -> str:

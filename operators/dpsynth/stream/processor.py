@@ -12,7 +12,8 @@ The commit protocol (DESIGN §3 "Exactly-once as consumers see it"), per batch o
    offsets back from the input partition first (``replay``): the state is rebuilt from the same
    records with the same key, so its releases are byte-identical to the ones already published.
 3. Decode and check all records at once; invalid ones go to the dead-letter topic with a reason.
-4. Feed the valid points to the partition's :class:`~dpsynth.synthesizer.OnlineSynthesizer`.
+4. Feed the valid rows to the partition's engine (:mod:`dpsynth.stream.engine`): the point
+   synthesizer (:class:`~dpsynth.synthesizer.OnlineSynthesizer`) or the tabular one.
 5. If releases completed (or a checkpoint is due): produce every record of every release and
    wait until the broker has them all (and every dead letter); **then** commit the snapshot and
    the watermark atomically (:class:`~dpsynth.stream.store.PartitionStore`); **then** report the
@@ -34,19 +35,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from dpsynth.errors import ConfigError
-from dpsynth.release import Release
-from dpsynth.release_format import encode_release
-from dpsynth.stream.codecs import (
-    dead_letter_key,
-    encode_dead_letter,
-    release_record_key,
-    split_batch,
-)
+from dpsynth.stream.codecs import dead_letter_key, encode_dead_letter, release_record_key
 from dpsynth.stream.config import WorkerConfig
 from dpsynth.stream.crash import CrashPoints
+from dpsynth.stream.engine import Engine, open_engine
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.store import PartitionStore
-from dpsynth.synthesizer import OnlineSynthesizer
+from dpsynth.stream.tabular_engine import TABULAR_VARIABLES
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +96,15 @@ _CONFIG_VARIABLES = {
 }
 
 
+def public_config(config: WorkerConfig) -> dict[str, Any]:
+    """The public parameters of the configured engine (a stored state must match them)."""
+    if config.engine == "tabular":
+        from dpsynth.stream.tabular_engine import tabular_public_config
+
+        return tabular_public_config(config)
+    return synthesizer_config(config)
+
+
 class PartitionProcessor:
     """The synthesizer, state store and commit protocol of one input partition.
 
@@ -125,37 +129,41 @@ class PartitionProcessor:
         self.metrics = metrics or Metrics()
         self.crash = crash or CrashPoints(None)
         self.replay = replay
-        self._public_config = synthesizer_config(config)
+        self._public_config = public_config(config)
         self.synth, self.committed = self._load()
         self.watermark = self.committed  # last offset fed to the synthesizer (in memory)
         self._fresh = True  # no message seen since the load: check for a gap once
         # completed, not yet produced: (release, arrival of its last record, completion)
-        self._releases: list[tuple[Release, float, float]] = []
+        self._releases: list[tuple[Any, float, float]] = []
         self._unacked = 0
         self._last_commit = time.monotonic()
         self._set_gauges()
 
     # -- loading ---------------------------------------------------------------------------
 
-    def _load(self) -> tuple[OnlineSynthesizer, int]:
-        key = self.config.noise_key.reveal()
+    def _load(self) -> tuple[Engine, int]:
         stored = self.store.load()
         if stored is None:
             log.info("partition %d: no local state; starting at t=0", self.partition)
-            synth = OnlineSynthesizer(
-                self.config.d, self.config.epsilon, key, self.config.release_every,
-                self.config.schedule, max_depth=self.config.max_depth, partition=self.partition,
+            return open_engine(self.config, self.partition, None), -1
+        stored_engine = stored.config.get("engine", "points")
+        if stored_engine != self.config.engine:
+            raise ConfigError(
+                f"DPSYNTH_ENGINE ({self.config.engine}) differs from the engine partition "
+                f"{self.partition}'s state in {self.store.path} was built with "
+                f"({stored_engine}); set DPSYNTH_ENGINE={stored_engine}, or start a new run (new "
+                "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
             )
-            return synth, -1
+        variables = _CONFIG_VARIABLES if self.config.engine == "points" else TABULAR_VARIABLES
         for name, value in self._public_config.items():
             if stored.config.get(name) != value:
                 raise ConfigError(
-                    f"{_CONFIG_VARIABLES[name]} differs from the one partition {self.partition}'s "
+                    f"{variables[name]} differs from the one partition {self.partition}'s "
                     f"state in {self.store.path} was built with ({name}); the parameters of a "
                     "run cannot change. Restore the previous setting, or start a new run (new "
                     "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
                 )
-        synth = OnlineSynthesizer.restore(stored.snapshot, key)
+        synth = open_engine(self.config, self.partition, stored.snapshot)
         log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
                  self.partition, synth.t, synth.sequence, stored.watermark)
         return synth, stored.watermark
@@ -214,7 +222,7 @@ class PartitionProcessor:
 
     def _feed(self, new: list[InputMessage]) -> None:
         config, p = self.config, self.partition
-        batch = split_batch(config.schema, [m.value for m in new])
+        batch = self.synth.split([m.value for m in new])
         for index, rejects in batch.rejects.items():
             m = new[index]
             self.sink.send(
@@ -239,13 +247,12 @@ class PartitionProcessor:
             need = config.release_every - self.synth.t % config.release_every
             last = min(int(np.searchsorted(valid_end, start + need)), len(new) - 1)
             end = int(valid_end[last])
-            t_before = self.synth.t
             releases = self.synth.extend(batch.points[start:end])
             done = time.monotonic()
-            for release in releases:  # latency starts when the tick's last record arrived
-                holder = first + int(np.searchsorted(
-                    t_before + valid_end[first:last + 1] - start, release.t))
-                self._releases.append((release, new[min(holder, last)].received, done))
+            # at most one tick completes per cut, with message ``last`` (its last record): the
+            # release latency starts when that message arrived
+            for release in releases:
+                self._releases.append((release, new[last].received, done))
             self.metrics.inc("ticks", p, len(releases))
             self.watermark = new[last].offset
             self._unacked += last + 1 - first
@@ -271,9 +278,8 @@ class PartitionProcessor:
         p, config = self.partition, self.config
         records_sent = 0
         for position, (release, _, _) in enumerate(self._releases):
-            sequence = int(release.metadata["sequence"])
-            records = encode_release(
-                release, run_id=config.run_id, partition=p, sequence=sequence,
+            sequence, records = self.synth.encode(
+                release, run_id=config.run_id, partition=p,
                 max_chunk_bytes=config.release_max_record_bytes,
             )
             key = release_record_key(config.run_id, p, sequence)
