@@ -21,7 +21,7 @@ from dpsynth.stream.processor import InputMessage, PartitionProcessor  # noqa: E
 from dpsynth.stream.store import PartitionStore  # noqa: E402
 from dpsynth.stream.testing import (  # noqa: E402
     TEST_KEY_HEX,
-    TopicRecord,
+    MemorySink,
     check_against_embedded,
     embedded_release_records,
     encode_records,
@@ -34,33 +34,6 @@ PER_MESSAGE = 130
 
 class Crash(Exception):
     """Stands in for SIGKILL."""
-
-
-class FakeSink:
-    """Collects delivered records per topic; ``send`` only queues until ``flush``."""
-
-    def __init__(self):
-        self.delivered: dict[str, list[tuple[bytes, bytes]]] = {}
-        self.queued: list[tuple[str, bytes, bytes]] = []
-        self.fail = False
-
-    def send(self, topic, key, value):
-        self.queued.append((topic, key, value))
-
-    def flush(self):
-        if self.fail:
-            self.queued = []
-            raise OSError("broker unreachable")
-        for topic, key, value in self.queued:
-            self.delivered.setdefault(topic, []).append((key, value))
-        self.queued = []
-
-    def crash(self):
-        """A crash loses what was queued but not flushed."""
-        self.queued = []
-
-    def records(self, topic):
-        return [TopicRecord(0, i, k, v) for i, (k, v) in enumerate(self.delivered.get(topic, []))]
 
 
 @pytest.fixture
@@ -113,7 +86,7 @@ def _run(proc, messages, start, batch=3):
 def test_uninterrupted_run_equals_the_embedded_engine(config):
     points = np.random.default_rng(1).random((3000, 2))
     messages = _messages(points)
-    sink = FakeSink()
+    sink = MemorySink()
     proc = _processor(config, sink)
     assert _run(proc, messages, 0) == len(messages) - 1
     assert proc.synth.t == len(points)
@@ -133,7 +106,7 @@ def test_uninterrupted_run_equals_the_embedded_engine(config):
 def test_crash_at_each_step_then_restart_counts_every_record_once(config, point, visit):
     points = np.random.default_rng(2).random((4000, 2))
     messages = _messages(points)
-    sink = FakeSink()
+    sink = MemorySink()
     proc = _processor(config, sink, crash_at=(point, visit))
     acked = -1
     with pytest.raises(Crash):
@@ -156,7 +129,7 @@ def test_crash_at_each_step_then_restart_counts_every_record_once(config, point,
 def test_redelivery_at_or_below_the_watermark_is_skipped(config):
     points = np.random.default_rng(3).random((1500, 2))
     messages = _messages(points)
-    proc = _processor(config, FakeSink())
+    proc = _processor(config, MemorySink())
     _run(proc, messages, 0)
     t = proc.synth.t
     proc.process(messages[:5])  # a re-delivery (e.g. offsets not yet committed to Kafka)
@@ -174,7 +147,7 @@ def test_a_partition_without_state_is_rebuilt_by_replay(config):
         calls.append((partition, start, end))
         return iter(messages[start:end])
 
-    sink = FakeSink()
+    sink = MemorySink()
     proc = _processor(config, sink, replay=replay)
     _run(proc, messages, 10)  # Kafka's committed offset was 10, the local state is empty
     assert calls == [(0, 0, 10)]
@@ -191,7 +164,7 @@ def test_no_replay_when_delivery_starts_at_the_watermark(config):
     def replay(partition, start, end):
         raise AssertionError("no replay expected")
 
-    proc = _processor(config, FakeSink(), replay=replay)
+    proc = _processor(config, MemorySink(), replay=replay)
     _run(proc, messages, 0)
     proc.close()
 
@@ -203,7 +176,7 @@ def test_bad_records_are_dead_lettered_and_not_counted(config):
               encode_records({"x": float("nan"), "y": 0.3}),
               encode_records(records_of(good[300:]))]
     messages = [InputMessage(offset=i, value=v) for i, v in enumerate(values)]
-    sink = FakeSink()
+    sink = MemorySink()
     proc = _processor(config, sink)
     proc.process(messages)
     proc.commit()
@@ -221,7 +194,7 @@ def test_bad_records_are_dead_lettered_and_not_counted(config):
 def test_a_failed_delivery_commits_nothing(config):
     points = np.random.default_rng(7).random((1000, 2))
     messages = _messages(points)
-    sink = FakeSink()
+    sink = MemorySink()
     proc = _processor(config, sink)
     proc.process(messages[:3])  # 390 records: no release yet, nothing committed
     sink.fail = True
@@ -234,18 +207,18 @@ def test_a_failed_delivery_commits_nothing(config):
 
 def test_a_checkpoint_commits_an_open_tick(config):
     points = np.random.default_rng(8).random((400, 2))
-    proc = _processor(config, FakeSink())
+    proc = _processor(config, MemorySink())
     assert proc.process(_messages(points)) == -1  # open tick, nothing acknowledged
     assert proc.checkpoint_due(now=1e12)
     assert proc.commit() == 3
     proc.close()
-    again = _processor(config, FakeSink())
+    again = _processor(config, MemorySink())
     assert (again.synth.t, again.committed) == (400, 3)
     again.close()
 
 
 def test_changed_parameters_refuse_the_stored_state(config, tmp_path):
-    proc = _processor(config, FakeSink())
+    proc = _processor(config, MemorySink())
     proc.process(_messages(np.random.default_rng(9).random((600, 2))))
     proc.close()
     changed = load_config({
@@ -255,12 +228,12 @@ def test_changed_parameters_refuse_the_stored_state(config, tmp_path):
         "DPSYNTH_MAX_DEPTH": "10", "DPSYNTH_DATA_DIR": str(config.data_dir),
     })
     with pytest.raises(ConfigError, match="DPSYNTH_EPSILON differs"):
-        _processor(changed, FakeSink())
+        _processor(changed, MemorySink())
 
 
 def test_release_latency_and_state_metrics(config):
     points = np.random.default_rng(10).random((1000, 2))
-    proc = _processor(config, FakeSink())
+    proc = _processor(config, MemorySink())
     proc.process(_messages(points))
     text = proc.metrics.render()
     assert 'dpsynth_release_latency_seconds_count{partition="0"} 2' in text

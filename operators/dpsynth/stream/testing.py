@@ -228,6 +228,40 @@ def embedded_release_records(
     return out
 
 
+class MemorySink:
+    """A :class:`~dpsynth.stream.processor.Sink` in memory: ``send`` queues, ``flush`` delivers.
+
+    ``fail = True`` makes the next flush drop the queue and raise, as an unreachable broker;
+    :meth:`crash` drops what was queued but not flushed, as a killed process.
+    """
+
+    def __init__(self) -> None:
+        self.delivered: dict[str, list[tuple[bytes, bytes]]] = {}
+        self.queued: list[tuple[str, bytes, bytes]] = []
+        self.fail = False
+
+    def send(self, topic: str, key: bytes, value: bytes) -> None:
+        """Queue one record."""
+        self.queued.append((topic, key, value))
+
+    def flush(self) -> None:
+        """Deliver the queue (or lose it and raise OSError when ``fail`` is set)."""
+        if self.fail:
+            self.queued = []
+            raise OSError("broker unreachable")
+        for topic, key, value in self.queued:
+            self.delivered.setdefault(topic, []).append((key, value))
+        self.queued = []
+
+    def crash(self) -> None:
+        """A crash loses what was queued but not flushed."""
+        self.queued = []
+
+    def records(self, topic: str) -> list[TopicRecord]:
+        """The delivered records of ``topic`` as if read back from partition 0."""
+        return [TopicRecord(0, i, k, v) for i, (k, v) in enumerate(self.delivered.get(topic, []))]
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (for a worker's web server)."""
     with socket.socket() as s:
