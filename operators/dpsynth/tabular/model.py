@@ -1,0 +1,165 @@
+"""The fitted model g_t: multiplicative weights over a weighted support of domain points.
+
+Layer: core; post-processing only (it sees noisy measurements and public counts, never data).
+
+Representation (decision T4 of docs/tabular.md). A model is a set of M support points of X with
+non-negative weights summing to the current record count (public, as |f| in paper 003 §4.2.1).
+If |X| ≤ ``full_domain_limit`` the support is all of X, and this is plain MW over the full
+domain. Otherwise the support starts as M points drawn uniformly from X (public randomness) and
+is **rejuvenated** (:meth:`ParticleModel.rejuvenate`): resampled by weight, one attribute of each
+point moved to a draw from the model's own 1-way marginal, and the weights refit to the model's
+previous 2-way answers — a function of the model alone, so privacy is unaffected.
+
+Update rules (``rule``), for a workload i with measurement m and model answer q = q_i(h), applied
+to the cell c(x) of every support point x (paper §2.5, all cells of a workload at once):
+
+``ratio`` (default) — ``w_x ← w_x · ((max(m_c,0)+δ)/(q_c+δ))^η``: the multiplicative-weights step
+    that is the entropic (KL) projection onto the measured marginal when η = 1 (iterative
+    proportional fitting); δ = 1e-3 records.
+``paper`` — ``w_x ← w_x · exp(η (m_c − q_c) / (2|h|))``: the printed MW update (η = 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpsynth.errors import ConfigError, StateCorruptError
+from dpsynth.noise import Context, KeyedNoise
+from dpsynth.tabular.workloads import Workloads
+
+RULES = ("ratio", "paper")
+_DELTA = 1e-3
+
+
+class ParticleModel:
+    """Weighted support (M, p) codes with weights; answers 2-way workloads; MW fitting."""
+
+    def __init__(self, workloads: Workloads, support: np.ndarray, weights: np.ndarray,
+                 *, full: bool) -> None:
+        self.workloads = workloads
+        self.support = np.ascontiguousarray(support, dtype=np.int64)
+        self.weights = np.asarray(weights, dtype=np.float64).copy()
+        self.full = full
+        self._flat = workloads.flat_index(self.support)
+
+    @classmethod
+    def initial(cls, workloads: Workloads, noise: KeyedNoise, context: Context, *,
+                support_size: int, full_domain_limit: int) -> ParticleModel:
+        """Empty model (weight 0) on all of X if small, else on uniform public support points."""
+        sizes = workloads.sizes
+        n_cells = int(np.prod(np.array(sizes, dtype=object)))
+        if n_cells <= full_domain_limit:
+            grid = np.indices(sizes).reshape(len(sizes), -1).T
+            return cls(workloads, grid, np.zeros(n_cells), full=True)
+        if support_size < 1:
+            raise ConfigError(f"support_size ({support_size}) must be an integer >= 1")
+        streams = np.arange(support_size, dtype=np.uint64)
+        cols = []
+        for j, size in enumerate(sizes):
+            u = noise.uniform_at(context, streams, np.full(support_size, j, np.uint64))
+            cols.append(np.minimum((u * size).astype(np.int64), size - 1))
+        return cls(workloads, np.stack(cols, axis=1), np.zeros(support_size), full=False)
+
+    # -- answers --------------------------------------------------------------------------
+
+    @property
+    def total(self) -> float:
+        return float(self.weights.sum())
+
+    def answers(self, weights: np.ndarray | None = None) -> list[np.ndarray]:
+        """q_i(model) for every workload (or for other weights on the same support)."""
+        w = self.weights if weights is None else weights
+        return self.workloads.split(self.workloads.answers_flat(self._flat, w))
+
+    def answer(self, i: int, weights: np.ndarray | None = None) -> np.ndarray:
+        w = self.weights if weights is None else weights
+        cells = self._flat[:, i] - self.workloads.offsets[i]
+        return np.bincount(cells, weights=w, minlength=int(self.workloads.cells[i]))
+
+    def scaled(self, total: float) -> np.ndarray:
+        """Weights rescaled to mass ``total`` (uniform if the model is empty)."""
+        mass = self.total
+        if mass <= 0:
+            return np.full(self.weights.size, total / self.weights.size)
+        return self.weights * (total / mass)
+
+    # -- fitting --------------------------------------------------------------------------
+
+    def fit(self, weights: np.ndarray, measurements: list[tuple[int, np.ndarray]], *,
+            passes: int, rule: str = "ratio", lr: float = 1.0) -> np.ndarray:
+        """MW passes over ``measurements`` (workload index, noisy table), from ``weights``.
+
+        The total mass is kept (it is the public record count).
+        """
+        if rule not in RULES:
+            raise ConfigError(f"fit rule ({rule!r}) must be one of {RULES}")
+        w = weights.copy()
+        total = float(w.sum())
+        if total <= 0:
+            return w
+        for _ in range(passes):
+            for i, m in measurements:
+                cells = self._flat[:, i] - self.workloads.offsets[i]
+                q = np.bincount(cells, weights=w, minlength=int(self.workloads.cells[i]))
+                if rule == "ratio":
+                    factor = ((np.maximum(m, 0.0) + _DELTA) / (q + _DELTA)) ** lr
+                else:
+                    factor = np.exp(np.clip(lr * (m - q) / (2.0 * total), -50.0, 50.0))
+                w *= factor[cells]
+                w *= total / w.sum()
+        return w
+
+    def rejuvenate(self, noise: KeyedNoise, context: Context, *, passes: int) -> None:
+        """Resample–move the support, then refit to the model's own 2-way answers (public)."""
+        if self.full or self.total <= 0:
+            return
+        targets = self.answers()
+        total, size, sizes = self.total, self.weights.size, self.workloads.sizes
+        streams = np.arange(size, dtype=np.uint64)
+        u = noise.uniform_at(context, streams, np.zeros(size, np.uint64))
+        cdf = np.cumsum(self.weights)
+        points = (np.arange(size) + u[0]) * (cdf[-1] / size)  # systematic resampling
+        support = self.support[np.minimum(np.searchsorted(cdf, points), size - 1)]
+        attr = np.minimum((noise.uniform_at(context, streams, np.ones(size, np.uint64))
+                           * len(sizes)).astype(np.int64), len(sizes) - 1)
+        draw = noise.uniform_at(context, streams, np.full(size, 2, np.uint64))
+        for j, s in enumerate(sizes):
+            rows = np.flatnonzero(attr == j)
+            marginal = np.bincount(self.support[:, j], weights=self.weights, minlength=s)
+            cdf_j = np.cumsum(marginal)
+            support[rows, j] = np.minimum(np.searchsorted(cdf_j, draw[rows] * cdf_j[-1]), s - 1)
+        self.support = support
+        self._flat = self.workloads.flat_index(support)
+        start = np.full(size, total / size)
+        self.weights = self.fit(start, list(enumerate(targets)), passes=passes)
+
+    # -- records --------------------------------------------------------------------------
+
+    def records(self, weights: np.ndarray, n: int) -> np.ndarray:
+        """Exactly ``n`` records: weights rounded by largest remainder (deterministic)."""
+        if n <= 0 or weights.sum() <= 0:
+            return np.zeros((0, self.support.shape[1]), np.int64)
+        exact = weights * (n / weights.sum())
+        counts = np.floor(exact).astype(np.int64)
+        rest = n - int(counts.sum())
+        if rest > 0:
+            order = np.argsort(-(exact - counts), kind="stable")
+            counts[order[:rest]] += 1
+        return np.repeat(self.support, counts, axis=0)
+
+    def state(self) -> dict[str, Any]:
+        return {"support": self.support, "weights": self.weights, "full": self.full}
+
+    @classmethod
+    def from_state(cls, workloads: Workloads, state: dict[str, Any]) -> ParticleModel:
+        try:
+            support, weights = np.asarray(state["support"]), np.asarray(state["weights"])
+            if support.ndim != 2 or support.shape != (weights.size, len(workloads.sizes)):
+                raise ValueError("shape")
+            return cls(workloads, support, weights, full=bool(state["full"]))
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            raise StateCorruptError(
+                f"model state is damaged ({exc}); restore from an intact snapshot"
+            ) from None
