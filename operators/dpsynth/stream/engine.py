@@ -26,6 +26,7 @@ from dpsynth.release_format import encode_release
 from dpsynth.schema import Schema
 from dpsynth.stream.codecs import BatchResult, split_batch
 from dpsynth.stream.config import WorkerConfig
+from dpsynth.stream.tabular_engine import open_tabular_engine
 from dpsynth.synthesizer import OnlineSynthesizer
 
 
@@ -98,16 +99,17 @@ class PointEngine:
         )
 
 
-def open_engine(config: WorkerConfig, partition: int, snapshot: bytes | None) -> Engine:
+def open_engine(
+    config: WorkerConfig, partition: int, snapshot: bytes | None, t: int = 0
+) -> Engine:
     """A new engine for ``partition`` (``snapshot`` None) or the one restored from a snapshot.
 
-    The caller has checked that the stored state was built with this configuration.
+    ``t`` is the record count committed with the snapshot. The caller has checked that the
+    stored state was built with this configuration.
     """
     key = config.noise_key.reveal()
     if config.engine == "tabular":
-        from dpsynth.stream.tabular_engine import open_tabular_engine
-
-        return open_tabular_engine(config, snapshot)
+        return open_tabular_engine(config, partition, snapshot, t)
     assert config.schema is not None  # load_config requires it for the point engine
     if snapshot is None:
         synth = OnlineSynthesizer(

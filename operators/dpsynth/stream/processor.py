@@ -41,7 +41,7 @@ from dpsynth.stream.crash import CrashPoints
 from dpsynth.stream.engine import Engine, open_engine
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.store import PartitionStore
-from dpsynth.stream.tabular_engine import TABULAR_VARIABLES
+from dpsynth.stream.tabular_engine import TABULAR_VARIABLES, tabular_public_config
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,6 @@ _CONFIG_VARIABLES = {
 def public_config(config: WorkerConfig) -> dict[str, Any]:
     """The public parameters of the configured engine (a stored state must match them)."""
     if config.engine == "tabular":
-        from dpsynth.stream.tabular_engine import tabular_public_config
-
         return tabular_public_config(config)
     return synthesizer_config(config)
 
@@ -163,7 +161,7 @@ class PartitionProcessor:
                     "run cannot change. Restore the previous setting, or start a new run (new "
                     "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
                 )
-        synth = open_engine(self.config, self.partition, stored.snapshot)
+        synth = open_engine(self.config, self.partition, stored.snapshot, stored.t)
         log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
                  self.partition, synth.t, synth.sequence, stored.watermark)
         return synth, stored.watermark
@@ -223,7 +221,7 @@ class PartitionProcessor:
     def _feed(self, new: list[InputMessage]) -> None:
         config, p = self.config, self.partition
         batch = self.synth.split([m.value for m in new])
-        for index, rejects in batch.rejects.items():
+        for index, rejects in sorted(batch.rejects.items()):  # in offset order
             m = new[index]
             self.sink.send(
                 config.dead_letter_topic,

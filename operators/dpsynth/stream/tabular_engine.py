@@ -28,17 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpsynth.errors import ConfigError
+from dpsynth.errors import ConfigError, StateCorruptError
 from dpsynth.schema import ClipReport
 from dpsynth.stream.codecs import BatchResult, split_messages
+from dpsynth.tabular.counters import COUNTERS
+from dpsynth.tabular.domain import Domain
+from dpsynth.tabular.release import encode_tabular_release
+from dpsynth.tabular.synthesizer import METHODS, TabularSynthesizer
 
 if TYPE_CHECKING:
     from dpsynth.stream.config import WorkerConfig
-    from dpsynth.tabular.domain import Domain
-    from dpsynth.tabular.synthesizer import TabularSynthesizer
-
-METHODS = ("proposed", "baseline")
-COUNTERS = ("simple", "block", "unbounded_block")
 
 #: The variable that sets each key of :func:`tabular_public_config` (for the mismatch error).
 TABULAR_VARIABLES = {
@@ -74,15 +73,11 @@ class TabularSettings:
 
 
 def _default(name: str) -> Any:
-    from dpsynth.tabular.synthesizer import TabularSynthesizer
-
     return inspect.signature(TabularSynthesizer).parameters[name].default
 
 
 def read_tabular_settings(r: Any) -> TabularSettings:
     """Read and check the tabular variables through ``config._Reader`` ``r``."""
-    from dpsynth.tabular.domain import Domain
-
     domain_file = r.required(
         "DPSYNTH_DOMAIN_FILE",
         "DPSYNTH_ENGINE=tabular needs the finite domain of the records: point it at a domain "
@@ -98,10 +93,14 @@ def read_tabular_settings(r: Any) -> TabularSettings:
         raise ConfigError(f"DPSYNTH_DOMAIN_FILE ({domain_file!r}): {e}") from None
     method = r.raw("DPSYNTH_TABULAR_METHOD") or str(_default("method"))
     if method not in METHODS:
-        raise ConfigError(f"DPSYNTH_TABULAR_METHOD ({method!r}) must be one of {METHODS}")
+        raise ConfigError(
+            f"DPSYNTH_TABULAR_METHOD ({method!r}) must be one of {list(METHODS)}"
+        )
     counter = r.raw("DPSYNTH_TABULAR_COUNTER") or str(_default("counter"))
     if counter not in COUNTERS:
-        raise ConfigError(f"DPSYNTH_TABULAR_COUNTER ({counter!r}) must be one of {COUNTERS}")
+        raise ConfigError(
+            f"DPSYNTH_TABULAR_COUNTER ({counter!r}) must be one of {list(COUNTERS)}"
+        )
     workloads = r.integer(
         "DPSYNTH_TABULAR_WORKLOADS_PER_STEP", int(_default("workloads_per_step")), 1
     )
@@ -118,8 +117,6 @@ def new_tabular_synthesizer(
     config: WorkerConfig, partition: int, key: bytes | None = None
 ) -> TabularSynthesizer:
     """A fresh synthesizer of ``partition`` from the configuration (``key``: the run key)."""
-    from dpsynth.tabular.synthesizer import TabularSynthesizer
-
     s = _settings(config)
     return TabularSynthesizer(
         s.domain, config.epsilon, config.noise_key.reveal() if key is None else key,
@@ -162,17 +159,31 @@ def _public(params: dict[str, Any]) -> dict[str, Any]:
 
 
 class TabularEngine:
-    """:class:`~dpsynth.stream.engine.Engine` over a :class:`TabularSynthesizer`."""
+    """:class:`~dpsynth.stream.engine.Engine` over a :class:`TabularSynthesizer`.
 
-    def __init__(self, synth: TabularSynthesizer, domain: Domain, release_every: int) -> None:
+    ``t`` counts every record fed, those of the open step included (the synthesizer's
+    ``records_seen`` counts completed steps only), so the processor can cut batches at steps.
+    """
+
+    def __init__(
+        self, synth: TabularSynthesizer, domain: Domain, release_every: int, t: int = 0
+    ) -> None:
+        if not 0 <= t - synth.records_seen < release_every:
+            raise StateCorruptError(
+                f"the stored record count ({t}) does not match the tabular snapshot "
+                f"({synth.records_seen} records in completed steps): the state is damaged; "
+                "delete this partition's directory under DPSYNTH_DATA_DIR/state to rebuild it "
+                "by replay"
+            )
         self.synth = synth
         self.domain = domain
         self.release_every = release_every
+        self._t = int(t)
 
     @property
     def t(self) -> int:
-        """Valid records fed so far."""
-        return int(self.synth.records_seen)
+        """Valid records fed so far (open step included)."""
+        return self._t
 
     @property
     def sequence(self) -> int:
@@ -195,7 +206,9 @@ class TabularEngine:
 
     def extend(self, rows: np.ndarray) -> list[Any]:
         """Feed codes (n×p); a release each time a step completes."""
-        return list(self.synth.extend(rows))
+        releases = list(self.synth.extend(rows))
+        self._t += int(rows.shape[0])
+        return releases
 
     def snapshot(self) -> bytes:
         """The synthesizer's snapshot (true counts: protect the data directory)."""
@@ -205,22 +218,24 @@ class TabularEngine:
         self, release: Any, *, run_id: str, partition: int, max_chunk_bytes: int
     ) -> tuple[int, list[bytes]]:
         """Format ``tabular.v1`` records of one release."""
-        from dpsynth.tabular.release import encode_tabular_release
-
         return int(release.sequence), encode_tabular_release(
             release, run_id=run_id, partition=partition, max_chunk_bytes=max_chunk_bytes,
         )
 
 
 def open_tabular_engine(
-    config: WorkerConfig, partition: int, snapshot: bytes | None
+    config: WorkerConfig, partition: int, snapshot: bytes | None, t: int = 0
 ) -> TabularEngine:
-    """A fresh engine for ``partition``, or the one restored from ``snapshot``."""
-    from dpsynth.tabular.synthesizer import TabularSynthesizer
-
+    """A fresh engine for ``partition``, or the one restored from ``snapshot`` (``t`` records)."""
     s = _settings(config)
     if snapshot is None:
-        synth = new_tabular_synthesizer(config, partition)
-    else:
-        synth = TabularSynthesizer.restore(snapshot, config.noise_key.reveal())
-    return TabularEngine(synth, s.domain, config.release_every)
+        return TabularEngine(new_tabular_synthesizer(config, partition), s.domain,
+                             config.release_every)
+    synth = TabularSynthesizer.restore(snapshot, config.noise_key.reveal())
+    if synth.partition != partition:
+        raise StateCorruptError(
+            f"the tabular state in partition {partition}'s directory belongs to partition "
+            f"{synth.partition}: give every partition its own directory under "
+            "DPSYNTH_DATA_DIR/state (do not copy state between partitions)"
+        )
+    return TabularEngine(synth, s.domain, config.release_every, t)
