@@ -44,28 +44,20 @@ def pmm_scales(depth: int, d: int, epsilon: float) -> np.ndarray:
     return roots.sum() / (epsilon * roots)
 
 
-def pmm_synthesize(
+def pmm_leaves(
     points: Points | np.ndarray,
     epsilon: float,
     key: bytes,
     *,
     neighbours: str = "add_remove",
     max_depth: int = 20,
-    placement: str = "uniform",
     context: tuple[int | str, ...] = ("pmm",),
-) -> Points:
-    """Offline ε-DP synthetic points (m×d) by PMM (dissertation Alg 4, corrected per C.13).
+) -> tuple[int, np.ndarray, bytes]:
+    """PMM in compact form: (depth, consistent leaf counts in Morton order, placement seed).
 
     ``context`` prefixes every noise address (and labels the placement seed), so that callers
     running PMM as a subroutine with the same key (e.g. :mod:`dpsynth.lowdim`, Alg 8) draw noise
     independent of a plain PMM run; the default keeps the historical addresses.
-
-    Examples
-    --------
-    >>> x = np.random.default_rng(0).random((500, 2))
-    >>> y = pmm_synthesize(x, 1.0, bytes(32))
-    >>> y.shape[1], bool(((y >= 0) & (y <= 1)).all()), abs(len(y) - 500) < 100
-    (2, True, True)
     """
     if neighbours not in NEIGHBOURS:
         raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOURS}")
@@ -92,4 +84,32 @@ def pmm_synthesize(
     if context != ("pmm",):
         label += b":" + encode_context(context)
     seed = hmac.new(bytes(key), label, hashlib.sha256).digest()
+    return depth, leaves, seed
+
+
+def pmm_synthesize(
+    points: Points | np.ndarray,
+    epsilon: float,
+    key: bytes,
+    *,
+    neighbours: str = "add_remove",
+    max_depth: int = 20,
+    placement: str = "uniform",
+    context: tuple[int | str, ...] = ("pmm",),
+) -> Points:
+    """Offline ε-DP synthetic points (m×d) by PMM (dissertation Alg 4, corrected per C.13).
+
+    :func:`pmm_leaves` materialised by :func:`dpsynth.release.place_points`.
+
+    Examples
+    --------
+    >>> x = np.random.default_rng(0).random((500, 2))
+    >>> y = pmm_synthesize(x, 1.0, bytes(32))
+    >>> y.shape[1], bool(((y >= 0) & (y <= 1)).all()), abs(len(y) - 500) < 100
+    (2, True, True)
+    """
+    arr = np.asarray(points, dtype=np.float64)
+    d = arr.shape[1] if arr.ndim == 2 else 1
+    depth, leaves, seed = pmm_leaves(arr, epsilon, key, neighbours=neighbours,
+                                     max_depth=max_depth, context=context)
     return place_points(leaves, d=d, depth=depth, placement=placement, placement_seed=seed)
