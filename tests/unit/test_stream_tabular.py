@@ -149,12 +149,16 @@ def test_uninterrupted_run_equals_the_embedded_synthesizer(config):
     proc.close()
 
 
-def test_partitions_draw_different_noise(config):
+def test_partition_one_equals_its_embedded_run_and_draws_its_own_noise(config):
     codes = _codes(400, 2)
-    a, b = _expected(codes, 0), _expected(codes, 1)
-    release_a = a[(0, 1)]
-    release_b = b[(1, 1)]
-    assert release_a[1:] != release_b[1:]  # same data, same key, other partition: other noise
+    sink = MemorySink()
+    proc = _processor(config, sink, partition=1)
+    _run(proc, _messages(codes), 0)
+    records = sink.records(config.output_topic)
+    check_tabular_against_embedded(records, _expected(codes, 1), "test-run")
+    # same data, same key, partition 0: other noise, so other synthetic rows
+    assert _expected(codes, 0)[(0, 1)][1:] != _expected(codes, 1)[(1, 1)][1:]
+    proc.close()
 
 
 @pytest.mark.parametrize(("point", "visit"), [
@@ -183,6 +187,26 @@ def test_crash_at_each_step_then_restart_continues_identically(config, point, vi
     if point in ("mid_release", "after_release_produced"):
         assert stats["duplicates"] > 0
     restarted.close()
+
+
+def test_a_partition_without_state_is_rebuilt_by_replay(config):
+    codes = _codes(1400, 8)
+    messages = _messages(codes)
+    calls = []
+
+    def replay(partition, start, end):
+        calls.append((partition, start, end))
+        return iter(messages[start:end])
+
+    sink = MemorySink()
+    store = PartitionStore(config.data_dir / "p0", partition=0, run_id=config.run_id, sync=False)
+    proc = PartitionProcessor(config, 0, store=store, sink=sink, replay=replay)
+    _run(proc, messages, 7)  # Kafka's committed offset was 7, the local state is empty
+    assert calls == [(0, 0, 7)]
+    assert proc.synth.t == len(codes)
+    check_tabular_against_embedded(sink.records(config.output_topic), _expected(codes),
+                                   "test-run")
+    proc.close()
 
 
 def test_records_outside_the_domain_are_dead_lettered_without_their_value(config):

@@ -99,17 +99,14 @@ class PointEngine:
         )
 
 
-def open_engine(
-    config: WorkerConfig, partition: int, snapshot: bytes | None, t: int = 0
-) -> Engine:
+def open_engine(config: WorkerConfig, partition: int, snapshot: bytes | None) -> Engine:
     """A new engine for ``partition`` (``snapshot`` None) or the one restored from a snapshot.
 
-    ``t`` is the record count committed with the snapshot. The caller has checked that the
-    stored state was built with this configuration.
+    The caller has checked that the stored state was built with this configuration.
     """
     key = config.noise_key.reveal()
     if config.engine == "tabular":
-        return open_tabular_engine(config, partition, snapshot, t)
+        return open_tabular_engine(config, partition, snapshot)
     assert config.schema is not None  # load_config requires it for the point engine
     if snapshot is None:
         synth = OnlineSynthesizer(

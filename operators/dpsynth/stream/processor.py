@@ -161,7 +161,7 @@ class PartitionProcessor:
                     "run cannot change. Restore the previous setting, or start a new run (new "
                     "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
                 )
-        synth = open_engine(self.config, self.partition, stored.snapshot, stored.t)
+        synth = open_engine(self.config, self.partition, stored.snapshot)
         log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
                  self.partition, synth.t, synth.sequence, stored.watermark)
         return synth, stored.watermark

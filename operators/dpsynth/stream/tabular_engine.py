@@ -159,31 +159,17 @@ def _public(params: dict[str, Any]) -> dict[str, Any]:
 
 
 class TabularEngine:
-    """:class:`~dpsynth.stream.engine.Engine` over a :class:`TabularSynthesizer`.
+    """:class:`~dpsynth.stream.engine.Engine` over a :class:`TabularSynthesizer`."""
 
-    ``t`` counts every record fed, those of the open step included (the synthesizer's
-    ``records_seen`` counts completed steps only), so the processor can cut batches at steps.
-    """
-
-    def __init__(
-        self, synth: TabularSynthesizer, domain: Domain, release_every: int, t: int = 0
-    ) -> None:
-        if not 0 <= t - synth.records_seen < release_every:
-            raise StateCorruptError(
-                f"the stored record count ({t}) does not match the tabular snapshot "
-                f"({synth.records_seen} records in completed steps): the state is damaged; "
-                "delete this partition's directory under DPSYNTH_DATA_DIR/state to rebuild it "
-                "by replay"
-            )
+    def __init__(self, synth: TabularSynthesizer, domain: Domain, release_every: int) -> None:
         self.synth = synth
         self.domain = domain
         self.release_every = release_every
-        self._t = int(t)
 
     @property
     def t(self) -> int:
-        """Valid records fed so far (open step included)."""
-        return self._t
+        """Valid records fed so far, those of the open step included."""
+        return int(self.synth.records_seen)
 
     @property
     def sequence(self) -> int:
@@ -206,9 +192,7 @@ class TabularEngine:
 
     def extend(self, rows: np.ndarray) -> list[Any]:
         """Feed codes (n×p); a release each time a step completes."""
-        releases = list(self.synth.extend(rows))
-        self._t += int(rows.shape[0])
-        return releases
+        return list(self.synth.extend(rows))
 
     def snapshot(self) -> bytes:
         """The synthesizer's snapshot (true counts: protect the data directory)."""
@@ -224,9 +208,9 @@ class TabularEngine:
 
 
 def open_tabular_engine(
-    config: WorkerConfig, partition: int, snapshot: bytes | None, t: int = 0
+    config: WorkerConfig, partition: int, snapshot: bytes | None
 ) -> TabularEngine:
-    """A fresh engine for ``partition``, or the one restored from ``snapshot`` (``t`` records)."""
+    """A fresh engine for ``partition``, or the one restored from ``snapshot``."""
     s = _settings(config)
     if snapshot is None:
         return TabularEngine(new_tabular_synthesizer(config, partition), s.domain,
@@ -238,4 +222,4 @@ def open_tabular_engine(
             f"{synth.partition}: give every partition its own directory under "
             "DPSYNTH_DATA_DIR/state (do not copy state between partitions)"
         )
-    return TabularEngine(synth, s.domain, config.release_every, t)
+    return TabularEngine(synth, s.domain, config.release_every)
