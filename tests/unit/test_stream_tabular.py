@@ -127,6 +127,20 @@ def test_a_bad_tabular_setting_is_refused_with_its_fix(tmp_path, change, fragmen
         load_config(env)
 
 
+def test_tabular_settings_from_a_toml_file_and_the_environment_wins(tmp_path):
+    domain = write_domain(tmp_path / "domain.json")
+    toml = tmp_path / "worker.toml"
+    toml.write_text(f'engine = "tabular"\ndomain_file = "{domain}"\ntabular_method = "baseline"\n'
+                    'tabular_counter = "block"\ntabular_workloads_per_step = 2\n')
+    env = {k: v for k, v in _env(tmp_path).items()
+           if k not in ("DPSYNTH_ENGINE", "DPSYNTH_DOMAIN_FILE")}
+    config = load_config({**env, "DPSYNTH_CONFIG_FILE": str(toml),
+                          "DPSYNTH_TABULAR_WORKLOADS_PER_STEP": "4"})
+    assert config.engine == "tabular"
+    assert (config.tabular.method, config.tabular.counter) == ("baseline", "block")
+    assert config.tabular.workloads_per_step == 4
+
+
 def test_a_bad_domain_file_is_refused_naming_the_variable(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"version": 1, "attributes": []}')
