@@ -943,3 +943,15 @@ main.add_command(worker)
 main.add_command(bench_kafka, name="bench-kafka")
 main.add_command(produce)
 main.add_command(consume)
+
+# -- offline snapshots (issue 6: PMM, PSMM, low-dimensional synthesis) ---------------------------
+
+from dpsynth.cli_snapshot import snapshot  # noqa: E402
+
+main.add_command(snapshot)
+
+# -- tabular streams (issue 7: paper 003 select–measure–fit) --------------------------------------
+
+from dpsynth.cli_tabular import tabular  # noqa: E402
+
+main.add_command(tabular)

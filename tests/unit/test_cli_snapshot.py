@@ -1,0 +1,109 @@
+"""``dpsynth snapshot``: offline PMM / PSMM / lowdim files in original units, metadata, release."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dpsynth.cli import KEY_ENV, KEY_FILE_ENV, main
+from dpsynth.release_format import read_release_file
+from dpsynth.schema import Schema
+
+SECRET_HEX = "5e" * 16 + "c4" * 16
+SCHEMA = {"version": 1, "columns": [{"name": "lat", "lower": 40.5, "upper": 40.95},
+                                    {"name": "lon", "lower": -74.3, "upper": -73.7},
+                                    {"name": "alt", "lower": 0.0, "upper": 100.0}]}
+
+
+@pytest.fixture
+def inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    monkeypatch.setenv(KEY_ENV, SECRET_HEX)
+    monkeypatch.delenv(KEY_FILE_ENV, raising=False)
+    rng = np.random.default_rng(0)
+    t = rng.beta(2, 3, 600)
+    with open(tmp_path / "in.csv", "w") as f:
+        f.write("lat,lon,alt,note\n")
+        for a in t:
+            f.write(f"{40.5 + 0.45 * a},{-74.3 + 0.6 * (1 - a)},{30 + 20 * a},x\n")
+        f.write("not-a-number,-74.0,10,x\n")  # rejected by the schema
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    return tmp_path / "in.csv", schema
+
+
+def _snapshot(inputs: tuple[Path, Path], out: Path, *args: str) -> str:
+    data, schema = inputs
+    result = CliRunner().invoke(main, ["snapshot", "--input", str(data), "--schema", str(schema),
+                                       "--out", str(out), *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("method", ["pmm", "psmm", "lowdim"])
+def test_snapshot_writes_records_in_units_and_metadata(
+    inputs: tuple[Path, Path], tmp_path: Path, method: str
+) -> None:
+    out = tmp_path / f"{method}.csv"
+    output = _snapshot(inputs, out, "--method", method, "--epsilon", "2")
+    rows = _read_csv(out)
+    assert list(rows[0]) == ["lat", "lon", "alt"]
+    values = np.array([[float(r[c]) for c in ("lat", "lon", "alt")] for r in rows])
+    assert (values >= [40.5, -74.3, 0]).all() and (values <= [40.95, -73.7, 100]).all()
+    meta = json.loads(out.with_name(out.name + ".meta.json").read_text())
+    assert meta["method"] == method and meta["epsilon"] == 2.0
+    assert meta["neighbours"] == "replace" and meta["records_in"] == 600
+    assert meta["n_out"] == len(rows)
+    assert len(meta["key_fingerprint"]) == 16
+    for path in tmp_path.iterdir():
+        assert SECRET_HEX not in path.read_bytes().hex() or path.name == "in.csv"
+        assert SECRET_HEX.encode() not in path.read_bytes()
+    assert SECRET_HEX not in output
+    if method == "lowdim":
+        assert meta["budget_split"]["covariance"] == pytest.approx(2 / 3)
+        assert not out.with_name(out.name + ".release.bin").exists()
+    else:
+        release = read_release_file(out.with_name(out.name + ".release.bin"))
+        assert release.t == len(rows) and release.metadata["method"] == method
+        units = Schema.from_dict(SCHEMA).from_unit(release.points)
+        assert np.allclose(units, values)
+
+
+def test_same_key_gives_identical_files(inputs: tuple[Path, Path], tmp_path: Path) -> None:
+    for method in ("pmm", "psmm", "lowdim"):
+        a, b = tmp_path / f"a-{method}.ndjson", tmp_path / f"b-{method}.ndjson"
+        _snapshot(inputs, a, "--method", method)
+        _snapshot(inputs, b, "--method", method)
+        assert a.read_bytes() == b.read_bytes()
+        first = json.loads(a.read_text().splitlines()[0])
+        assert set(first) == {"lat", "lon", "alt"}
+
+
+def test_add_remove_hides_n_and_lowdim_refuses_it(
+    inputs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "psmm.csv"
+    _snapshot(inputs, out, "--method", "psmm", "--neighbours", "add_remove")
+    meta = json.loads(out.with_name(out.name + ".meta.json").read_text())
+    assert meta["neighbours"] == "add_remove" and "records_in" not in meta
+    data, schema = inputs
+    result = CliRunner().invoke(main, ["snapshot", "--input", str(data), "--schema", str(schema),
+                                       "--out", str(tmp_path / "x.csv"), "--method", "lowdim",
+                                       "--neighbours", "add_remove"])
+    assert result.exit_code != 0 and "replace" in result.output
+
+
+def test_bad_suffix_is_refused(inputs: tuple[Path, Path], tmp_path: Path) -> None:
+    data, schema = inputs
+    result = CliRunner().invoke(main, ["snapshot", "--input", str(data), "--schema", str(schema),
+                                       "--out", str(tmp_path / "x.parquet")])
+    assert result.exit_code != 0 and ".csv" in result.output
