@@ -668,7 +668,8 @@ def _print_eval(console: Console, t: int, result: dict[str, Any]) -> None:
 @main.command()
 @click.argument(
     "which", default="all",
-    type=click.Choice(["noise", "level", "all", "accuracy", "rate", "throughput", "modes"]),
+    type=click.Choice(["noise", "level", "all", "accuracy", "rate", "throughput", "modes",
+                       "offline"]),
 )
 @click.option(
     "--repeats", type=click.IntRange(min=1), default=5, show_default=True,
@@ -718,6 +719,10 @@ def bench(which: str, repeats: int, seeds: int, peak_records: int, plots_dir: Pa
         results["throughput"] = _bench_throughput(console, repeats, peak_records, schedule)
     if which == "modes":
         results["modes"] = _bench_modes(console, seeds, plots_dir)
+    if which == "offline":
+        from dpsynth import bench_offline  # issue 6: PMM, PSMM, lowdim
+
+        results["offline"] = bench_offline.run(console, seeds)
     for result in results.values():
         result.setdefault("machine", machine)
     console.print(
