@@ -41,6 +41,7 @@ from dpsynth.tabular.workloads import Workloads
 METHODS = ("proposed", "baseline")
 NEIGHBOURS = {"add_remove": 1.0, "replace": 2.0}
 BIASES = ("none", "paper", "scaled")
+ESTIMATORS = ("alg3", "sample")
 _SNAPSHOT_KIND = "dpsynth.tabular.v1"
 
 
@@ -92,6 +93,7 @@ class TabularSynthesizer:
         fit_passes: int = 2,
         fit_rule: str = "ratio",
         rejuvenate_every: int = 5,
+        estimator: str = "alg3",
         partition: int = 0,
     ) -> None:
         if not isinstance(domain, Domain):
@@ -117,6 +119,9 @@ class TabularSynthesizer:
         self.block_size, self.support_size = int(block_size), support_size
         self.full_domain_limit, self.fit_passes = int(full_domain_limit), fit_passes
         self.fit_rule, self.rejuvenate_every, self.partition = fit_rule, rejuvenate_every, partition
+        if estimator not in ESTIMATORS:
+            raise ConfigError(f"`estimator` ({estimator!r}) must be one of {list(ESTIMATORS)}")
+        self.estimator = estimator
         self.workloads = Workloads(domain.sizes)
         self.k = min(workloads_per_step, len(self.workloads))
         self.workloads_per_step = workloads_per_step
@@ -136,6 +141,7 @@ class TabularSynthesizer:
                     sensitivity=self.s, block_size=self.block_size)
             for i, c in enumerate(self.workloads.cells)]
         self.remainders = [np.zeros(int(c)) for c in self.workloads.cells]
+        self.fed_records = np.zeros(len(self.workloads), np.int64)  # records each counter saw
         self.records_seen, self.steps = 0, 0
         self._pending: list[np.ndarray] = []
         self._n_pending = 0
@@ -153,7 +159,7 @@ class TabularSynthesizer:
             "block_size": self.block_size, "support_size": self.support_size,
             "full_domain_limit": self.full_domain_limit, "fit_passes": self.fit_passes,
             "fit_rule": self.fit_rule, "rejuvenate_every": self.rejuvenate_every,
-            "partition": self.partition,
+            "estimator": self.estimator, "partition": self.partition,
         }
 
     def metadata(self) -> dict[str, Any]:
@@ -193,7 +199,7 @@ class TabularSynthesizer:
         self.steps += 1
         grad = self.workloads.answers(batch)
         if self.method == "proposed":
-            weights = self._proposed_step(grad)
+            weights = self._proposed_step(grad, batch.shape[0])
         else:
             weights = self._baseline_step(grad, batch.shape[0])
         self.ledger.close()
@@ -225,7 +231,7 @@ class TabularSynthesizer:
                                      (*self._ctx, "em", self.steps), 0, round_)
         return open_[pick]
 
-    def _proposed_step(self, grad: list[np.ndarray]) -> np.ndarray:
+    def _proposed_step(self, grad: list[np.ndarray], batch_size: int) -> np.ndarray:
         prev = self.model.answers()
         target = [g + p for g, p in zip(grad, prev, strict=True)]  # q_i(∇f_t + g_{t−1})
         h = self.model.scaled(float(self.records_seen))
@@ -235,8 +241,14 @@ class TabularSynthesizer:
             open_.remove(j)
             self.ledger.charge("measure", self.eps_measure)
             value = self.counters[j].feed(grad[j].astype(np.int64))
-            measured.append((j, value + self.remainders[j]))
-            h = self.model.fit(h, measured, passes=self.fit_passes, rule=self.fit_rule)
+            self.fed_records[j] += batch_size
+            if self.estimator == "alg3":
+                goal = value + self.remainders[j]  # m(t,j) = C_j(t) + r(t,j), Alg 3 line 14
+            else:  # decision T6: the counter's records as a sample of the stream
+                goal = value * (self.records_seen / self.fed_records[j])
+            measured.append((j, goal))
+            h = self.model.fit(h, self._replay(measured), passes=self.fit_passes,
+                               rule=self.fit_rule)
             history.append(h)
         g = np.mean(history, axis=0)
         answers = self.model.answers(g)
@@ -267,6 +279,18 @@ class TabularSynthesizer:
         self.last_selected = [j for j, _ in measured]
         return base + np.mean(history, axis=0)
 
+    def _replay(self, measured: list[tuple[int, np.ndarray]]) -> list[tuple[int, np.ndarray]]:
+        """Alg 3: this step's measurements. ``estimator="sample"`` (decision T6): also every
+        other fed workload's current estimate n_t · C_i(t) / (records fed to C_i), MWEM-style
+        replay — post-processing of the counters' outputs."""
+        if self.estimator == "alg3":
+            return measured
+        now = {j for j, _ in measured}
+        scale = float(self.records_seen)
+        others = [(i, self.counters[i].value * (scale / self.fed_records[i]))
+                  for i in np.flatnonzero(self.fed_records > 0) if int(i) not in now]
+        return others + measured
+
     # -- snapshots ------------------------------------------------------------------------
 
     def snapshot(self) -> bytes:
@@ -279,6 +303,7 @@ class TabularSynthesizer:
             "records_seen": self.records_seen, "steps": self.steps, "pending": pending,
             "model": self.model.state(), "counters": [c.state() for c in self.counters],
             "remainders": self.remainders, "ledger_max": self.ledger.max_spent,
+            "fed_records": self.fed_records,
         })
 
     @classmethod
@@ -310,5 +335,6 @@ class TabularSynthesizer:
         for counter, counter_state in zip(self.counters, state["counters"], strict=True):
             counter.load_state(counter_state)
         self.remainders = [np.asarray(r, dtype=np.float64) for r in state["remainders"]]
+        self.fed_records = np.asarray(state["fed_records"], dtype=np.int64).copy()
         self.ledger.max_spent, self.ledger.steps = float(state["ledger_max"]), self.steps
         return self
