@@ -29,6 +29,7 @@ import numpy as np
 from dpsynth._types import Counts, Points
 from dpsynth.accounting import Schedule, check_budget, paper_schedule
 from dpsynth.accurate import AccurateTree, accurate_schedule
+from dpsynth.blocks import BLOCK_SCHEDULES, NEIGHBOUR_NOTIONS, BlockEngine, block_budget
 from dpsynth.clock import TickClock, level_of, level_start
 from dpsynth.consistency import MAX_COUNT, make_consistent
 from dpsynth.counters.level import LevelCounters
@@ -38,7 +39,7 @@ from dpsynth.release import PLACEMENTS, RELEASE_SCHEMA_VERSION, Release
 from dpsynth.state import pack_state, unpack_state
 from dpsynth.tree import MAX_TREE_DEPTH, route
 
-SCHEDULES = ("paper", "accurate")
+SCHEDULES = ("paper", "accurate", *BLOCK_SCHEDULES)
 DEFAULT_MAX_DEPTH = 20
 
 
@@ -122,6 +123,8 @@ class OnlineSynthesizer:
         partition: int = 0,
         fresh: float = 0.0,
         alpha: float | None = None,
+        neighbours: str = "replace",
+        current_shape: str = "pooled",
     ) -> None:
         if not isinstance(d, int) or d < 1:
             raise ConfigError(f"d ({d!r}) must be an integer >= 1")
@@ -133,6 +136,14 @@ class OnlineSynthesizer:
                 )
         elif schedule not in SCHEDULES:
             raise ConfigError(f"schedule ({schedule!r}) must be one of {SCHEDULES}")
+        if neighbours not in NEIGHBOUR_NOTIONS:
+            raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOUR_NOTIONS}")
+        if neighbours == "add_remove" and schedule not in BLOCK_SCHEDULES:
+            raise ConfigError(
+                "neighbours='add_remove' needs schedule='adaptive' or 'blocks': the time levels of "
+                "the other schedules count records, and the record count is private under "
+                "add/remove (docs/privacy.md P9)"
+            )
         if not isinstance(max_depth, int) or not 0 <= max_depth <= MAX_TREE_DEPTH:
             raise ConfigError(f"max_depth ({max_depth!r}) must be an integer in [0, 63]")
         if placement not in PLACEMENTS:
@@ -147,7 +158,21 @@ class OnlineSynthesizer:
         self.clock = TickClock(epsilon=self.epsilon, release_every=release_every)
         self.fresh = float(fresh)
         self.alpha = alpha
-        if schedule == "accurate":
+        self.neighbours = neighbours
+        self.current_shape = current_shape
+        self._blocks: BlockEngine | None = None
+        self._noise = KeyedNoise(key)
+        if schedule in BLOCK_SCHEDULES:
+            if fresh or alpha is not None:
+                raise ConfigError("fresh and alpha apply to schedule='accurate' only; drop them")
+            budget = block_budget(self.epsilon, neighbours, str(schedule))  # privacy: P9
+            self.worst_case_loss = budget.worst_case_loss
+            self.schedule_params = {"size": budget.size, "structure": budget.structure,
+                                    "counts": budget.counts, "current_shape": current_shape}
+            self._blocks = BlockEngine(d, budget, str(schedule), self._noise,
+                                       ("dpsynth", "partition", self.partition, str(schedule)),
+                                       max_depth, current_shape)
+        elif schedule == "accurate":
             self.schedule: Schedule = accurate_schedule(d, self.epsilon, max_depth, alpha, fresh)
         elif isinstance(schedule, Schedule):
             self.schedule = schedule
@@ -155,8 +180,9 @@ class OnlineSynthesizer:
             if fresh or alpha is not None:
                 raise ConfigError("fresh and alpha apply to schedule='accurate' only; drop them")
             self.schedule = paper_schedule(d, self.epsilon)
-        self.worst_case_loss = check_budget(self.schedule)  # privacy: P1
-        self._noise = KeyedNoise(key)
+        if self._blocks is None:
+            self.worst_case_loss = check_budget(self.schedule)  # privacy: P1
+            self.schedule_params = dict(self.schedule.params)
         self.placement_seed = hmac.new(
             bytes(key), b"dpsynth.placement-seed", hashlib.sha256
         ).digest()  # public: keys placement only
@@ -168,6 +194,7 @@ class OnlineSynthesizer:
         self._history: list[list[np.ndarray]] = []  # d = 1: addresses per time level
         self._last: Release | None = None
         self._tree: AccurateTree | None = None
+        self._step_records = 0  # block schedules: records of the open step
         if self.schedule_name == "accurate":
             self._tree = AccurateTree(
                 self.schedule, self.clock, self._noise, self._context(0), max_depth, self.fresh
@@ -187,6 +214,8 @@ class OnlineSynthesizer:
 
     def _grow(self) -> None:
         """Create every tree level j with t_j ≤ t + 1 (cells of depth j exist from t_j, C.1)."""
+        if self._blocks is not None:
+            return
         if self._tree is not None:
             tree = self._tree
             while tree.depth_created < self.max_depth and (
@@ -219,6 +248,8 @@ class OnlineSynthesizer:
     @property
     def n_cells(self) -> int:
         """Cells created so far, over all depths."""
+        if self._blocks is not None:
+            return sum(int(b["depths"].size) for b in self._blocks.blocks)
         depths = self._tree.depth_created if self._tree is not None else len(self.levels)
         return sum(1 << j for j in range(1, depths + 1))
 
@@ -227,11 +258,15 @@ class OnlineSynthesizer:
         """Bytes of per-cell counter state (excluding the open tick and d = 1 history)."""
         if self._tree is not None:
             return self._tree.nbytes
+        if self._blocks is not None:
+            return self._blocks.nbytes
         return sum(level.nbytes for level in self.levels)
 
     @property
     def depth(self) -> int:
-        """depth(t) = min(level(t), max_depth), 0 before t_0 (C.0)."""
+        """depth(t) = min(level(t), max_depth), 0 before t_0 (C.0); blocks: the last release."""
+        if self._blocks is not None:
+            return self._last.depth if self._last is not None else 0
         return max(min(level_of(self.t, self.epsilon), self.max_depth), 0) if self.t else 0
 
     def _next_tick_end(self) -> int:
@@ -249,6 +284,8 @@ class OnlineSynthesizer:
             raise ConfigError(f"t would exceed {MAX_COUNT} records; shard the input further")
         self.clipped += clipped
         addresses = route(pts, depth=self.max_depth)
+        if self._blocks is not None:
+            return self._extend_steps(addresses)
         releases = []
         start = 0
         while start < len(addresses):
@@ -262,6 +299,33 @@ class OnlineSynthesizer:
                 if self.t % self.release_every == 0:
                     releases.append(self._make_release())
         return releases
+
+    def _extend_steps(self, addresses: np.ndarray) -> list[Release]:
+        """Block schedules: a step ends every ``release_every`` records (or at :meth:`step`)."""
+        releases = []
+        start = 0
+        while start < len(addresses):
+            take = min(self.release_every - self._step_records, len(addresses) - start)
+            self._blocks.add(addresses[start:start + take])  # type: ignore[union-attr]
+            start += take
+            self.t += take
+            self._step_records += take
+            if self._step_records == self.release_every:
+                releases.append(self.step())
+        return releases
+
+    def step(self) -> Release:
+        """End the open step now (a tick marker) and return its release; block schedules only.
+
+        Under add/remove the step boundaries are public time: call this from a clock or a
+        marker, not from anything that depends on the records (docs/privacy.md P9).
+        """
+        if self._blocks is None:
+            raise ConfigError("step() needs schedule='adaptive' or 'blocks'; other schedules "
+                              "release every release_every records")
+        self._blocks.end_step()
+        self._step_records = 0
+        return self._make_release()
 
     def _end_tick(self) -> None:
         tick = np.sort(np.concatenate(self._pending)) if self._pending else np.zeros(0, np.uint64)
@@ -292,7 +356,12 @@ class OnlineSynthesizer:
 
     def _make_release(self) -> Release:
         depth = self.depth  # privacy: P6 (a function of t and the configuration only)
-        if self._tree is not None:
+        size = self.t
+        if self._blocks is not None:
+            if self.neighbours == "add_remove":  # the count is private: release a noisy size
+                size = max(int(round(self._blocks.size_estimate())), 0)  # privacy: P9
+            depth, leaf_counts = self._blocks.leaf_counts(size, self.placement_seed)
+        elif self._tree is not None:
             r = level_of(self.t, self.epsilon)
             so_far = self.t - level_start(r, self.epsilon) + 1 if r >= 0 else 0
             leaf_counts = self._tree.leaf_counts(self.t, depth, r, so_far)
@@ -302,33 +371,40 @@ class OnlineSynthesizer:
             leaf_counts = consistent[-1] if consistent else np.array([self.t], np.int64)
         self.sequence += 1
         self._last = Release(
-            t=self.t,
+            t=size,
             depth=depth,
             leaf_counts=leaf_counts,
-            metadata=self.metadata(depth),
+            metadata=self.metadata(depth, size),
             placement_seed=self.placement_seed,
         )
         return self._last
 
-    def metadata(self, depth: int | None = None) -> dict[str, Any]:
-        """Public description of the releases (DESIGN §3 "Budget accounting", §4)."""
-        return {
+    def metadata(self, depth: int | None = None, size: int | None = None) -> dict[str, Any]:
+        """Public description of the releases (DESIGN §3 "Budget accounting", §4).
+
+        ``t`` is the released size: the record count under replacement, the noisy size under
+        add/remove (the true count is never published then).
+        """
+        meta = {
             "release_schema": RELEASE_SCHEMA_VERSION,
             "sequence": self.sequence,
             "partition": self.partition,
-            "t": self.t,
+            "t": (self.t if self.neighbours == "replace" else 0) if size is None else size,
             "d": self.d,
             "depth": self.depth if depth is None else depth,
             "epsilon": self.epsilon,
-            "neighbours": "replace",
+            "neighbours": self.neighbours,
             "worst_case_loss": self.worst_case_loss,
             "schedule": self.schedule_name,
-            "schedule_params": dict(self.schedule.params),
+            "schedule_params": dict(self.schedule_params),
             "release_every": self.release_every,
             "max_depth": self.max_depth,
             "placement": self.placement,
             "key_fingerprint": self._noise.fingerprint(),
         }
+        if self._blocks is not None:
+            meta["step"] = self._blocks.step
+        return meta
 
     def release(self) -> Release:
         """The most recent release (t = 0, one empty root before the first)."""
@@ -345,7 +421,8 @@ class OnlineSynthesizer:
                 "d": self.d, "epsilon": self.epsilon, "release_every": self.release_every,
                 "schedule": self.schedule_name, "max_depth": self.max_depth,
                 "placement": self.placement, "partition": self.partition,
-                "fresh": self.fresh, "alpha": self.alpha,
+                "fresh": self.fresh, "alpha": self.alpha, "neighbours": self.neighbours,
+                "current_shape": self.current_shape,
             },
             "key_fingerprint": self._noise.fingerprint(),
             "t": self.t,
@@ -357,6 +434,8 @@ class OnlineSynthesizer:
                         for c in self._history],
             "levels": [level.state() for level in self.levels],
             "tree": None if self._tree is None else self._tree.state(),
+            "blocks": None if self._blocks is None else self._blocks.state(),
+            "step_records": self._step_records,
             "last": None if self._last is None else {
                 "t": self._last.t, "depth": self._last.depth,
                 "leaf_counts": self._last.leaf_counts, "metadata": self._last.metadata,
@@ -392,6 +471,9 @@ class OnlineSynthesizer:
         self._history = [[h] if h.size else [] for h in state["history"]]
         if self._tree is not None:
             self._tree.load_state(state["tree"])
+        if self._blocks is not None:
+            self._blocks.load_state(state["blocks"])
+            self._step_records = int(state["step_records"])
         self.levels = [
             LevelCounters.from_state(
                 level_state, self._level_epsilon(j), self.clock, self._noise, self._context(j)

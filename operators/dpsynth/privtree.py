@@ -1,0 +1,247 @@
+"""PrivTree on the Morton tree: a data-adaptive partition whose privacy cost ignores depth.
+
+Layer: core. Zhang, Xiao and Xie, "PrivTree: A Differentially Private Algorithm for Hierarchical
+Decompositions" (SIGMOD 2016, Alg 1) with fan-out β = 2: a node is one cell of the tree of
+:mod:`dpsynth.tree` (midpoint splits, coordinates in turn), its children are the two halves. A node
+v of depth k with count c(v) is split iff
+
+    b(v) + Z_v > θ,    b(v) = max(c(v) − k·δ, θ − δ),    Z_v ~ Lap(λ),
+
+with λ = (2β − 1)/((β − 1)·ε_s) = 3/ε_s and δ = λ·ln β (Zhang et al. Thm 3.1): the decision
+noise of a whole tree costs ε_s under add/remove of one record, whatever the depth, because the
+biased count falls by δ per level and the loss of the nodes far from θ decays geometrically.
+
+Exactness (privacy: P2a, P10). Counts, θ and δ are compared in units of 1/:data:`GRID`, with
+*exact* discrete Laplace noise Lap_Z(λ·GRID) (:mod:`dpsynth.noise`) instead of a float Laplace, so
+every decision is an exact integer comparison. The constants of the discrete tails differ from
+the continuous ones by a factor 2/(1+p) ≤ 1 + 1/(2λ·GRID); rather than trust the continuous proof,
+:func:`privtree_path_loss` computes the worst-case loss of a root-to-leaf path *exactly* for the
+discrete noise (a dynamic programme over non-increasing count sequences) and
+:func:`privtree_params` raises λ until that loss is at most ε_s.
+
+Noise addresses: decision of node (depth k, Morton prefix p) = (context + ("split",), p, k); the
+noisy leaf count = (context + ("leaf",), p, k). Every node has its own address, so a replay draws
+exactly the same tree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from dpsynth._types import CellIds, Counts
+from dpsynth.errors import ConfigError
+from dpsynth.noise import KeyedNoise, effective_scale
+
+#: Counts, θ and δ are compared in units of 1/GRID.
+GRID = 64
+#: Beyond this many noise scales above θ a node's decision loss is below e^-60 (ignored).
+_TAIL_SCALES = 60
+
+
+@dataclass(frozen=True)
+class PrivTreeParams:
+    """Public parameters of one PrivTree (all comparisons in units of 1/GRID).
+
+    Attributes
+    ----------
+    epsilon
+        ε_s, the budget of the split decisions (the whole tree, any depth).
+    scale_units
+        λ·GRID, the scale of the discrete Laplace decision noise.
+    delta_units
+        δ·GRID = ⌈λ·ln 2·GRID⌉ (rounded up: a larger bias only lowers the loss).
+    theta_units
+        θ·GRID, the split threshold (θ = 0 by default, as in PrivTree and PHDStream).
+    max_depth
+        Nodes of this depth are leaves without a decision.
+    path_loss
+        The exact worst-case loss of the decisions on one root-to-leaf path (≤ epsilon).
+    """
+
+    epsilon: float
+    scale_units: float
+    delta_units: int
+    theta_units: int
+    max_depth: int
+    path_loss: float
+
+    @property
+    def lam(self) -> float:
+        """λ in counts."""
+        return self.scale_units / GRID
+
+
+def _decision_log_probabilities(
+    b_units: np.ndarray, theta_units: int, scale_units: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ln P(split), ln P(leaf)) for b + Z > θ, Z ~ Lap_Z(scale) on the grid, both tails exact.
+
+    Split iff Z ≥ a = θ − b + 1. For a ≥ 1, P(Z ≥ a) = p^a/(1+p); for a ≤ 0,
+    P(Z ≤ a − 1) = p^(1−a)/(1+p). Each small tail is computed directly, never as 1 − (≈1).
+    """
+    sigma = effective_scale(scale_units)
+    log_p = -float(sigma.denominator) / float(sigma.numerator)
+    log_norm = math.log1p(math.exp(log_p))  # ln(1 + p)
+    a = theta_units - np.asarray(b_units, dtype=np.float64) + 1.0
+    small_split = a * log_p - log_norm  # ln P(Z ≥ a), used when a ≥ 1
+    small_leaf = (1.0 - a) * log_p - log_norm  # ln P(Z ≤ a − 1), used when a ≤ 0
+    with np.errstate(divide="ignore"):  # the branch np.where discards may hit log(0)
+        log_split = np.where(a >= 1.0, small_split, np.log1p(-np.exp(np.minimum(small_leaf, 0))))
+        log_leaf = np.where(a <= 0.0, small_leaf, np.log1p(-np.exp(np.minimum(small_split, 0))))
+    return log_split, log_leaf
+
+
+def biased_counts(counts: np.ndarray, depth: int, delta_units: int, theta_units: int) -> np.ndarray:
+    """b(v)·GRID = max(c·GRID − k·δ, θ − δ) for nodes of depth k (Alg 1 line 4)."""
+    c = np.asarray(counts, dtype=np.int64) * GRID
+    return np.maximum(c - depth * delta_units, theta_units - delta_units)
+
+
+def privtree_path_loss(
+    scale_units: float, delta_units: int, theta_units: int, max_depth: int
+) -> float:
+    """Exact worst-case privacy loss of the split decisions along one root-to-leaf path.
+
+    One added (or removed) record changes the count of every node on its path by one and of no
+    other node. The path's nodes 0..k−1 are split and node k is a leaf (no decision at
+    ``max_depth``); the counts c_0 ≥ c_1 ≥ … ≥ c_k ≥ 0 are non-increasing (a child holds part of
+    its parent). The loss is bounded by Σ_{i<k} |ln P(split | c_i+1) − ln P(split | c_i)| +
+    |ln P(leaf | c_k+1) − ln P(leaf | c_k)|, maximised over k and the counts by dynamic
+    programming over the count (counts more than 60 noise scales above θ + k·δ contribute
+    below e^-60 and are cut off).
+
+    >>> p = privtree_params(0.5, max_depth=20)
+    >>> round(p.path_loss, 3) <= 0.5
+    True
+    """
+    top = (max(theta_units, 0) + max_depth * delta_units + _TAIL_SCALES * scale_units) / GRID + 2
+    c = np.arange(int(math.ceil(top)) + 1)
+    best = np.zeros(c.size)  # best loss from depth k on, given c_k ≤ c (non-increasing)
+    for k in range(max_depth, -1, -1):
+        if k == max_depth:  # noqa: SIM108
+            here = np.zeros(c.size)  # a forced leaf: no decision, no loss
+        else:
+            split_lo, leaf_lo = _decision_log_probabilities(
+                biased_counts(c, k, delta_units, theta_units), theta_units, scale_units)
+            split_hi, leaf_hi = _decision_log_probabilities(
+                biased_counts(c + 1, k, delta_units, theta_units), theta_units, scale_units)
+            split_loss = np.abs(split_hi - split_lo)
+            leaf_loss = np.abs(leaf_hi - leaf_lo)
+            here = np.maximum(leaf_loss, split_loss + best)  # stop here, or split and go on
+        best = np.maximum.accumulate(here)  # the child's count may be any c' ≤ c
+    return float(best[-1])
+
+
+@lru_cache(maxsize=64)
+def privtree_params(
+    epsilon: float, *, max_depth: int, theta: float = 0.0
+) -> PrivTreeParams:
+    """The smallest decision scale λ (δ = ⌈λ ln 2⌉ on the grid) whose exact path loss is ≤ ε_s.
+
+    Zhang et al.'s λ = 3/ε_s (β = 2) is a sufficient bound for continuous noise; the exact loss
+    of :func:`privtree_path_loss` is about 20 % below it, so λ is found by bisection on
+    [λ_PrivTree/4, 2·λ_PrivTree] and the returned parameters always satisfy loss ≤ ε_s.
+    """
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"PrivTree budget ({epsilon!r}) must be a finite number > 0")
+    if not isinstance(max_depth, int) or not 0 <= max_depth <= 62:
+        raise ConfigError(f"max_depth ({max_depth!r}) must be an integer in [0, 62]")
+    theta_units = int(round(theta * GRID))
+
+    def loss_at(scale: float) -> tuple[float, float, int]:
+        scale_units = scale * GRID
+        delta_units = int(math.ceil(scale_units * math.log(2)))
+        return (privtree_path_loss(scale_units, delta_units, theta_units, max_depth),
+                scale_units, delta_units)
+
+    low, high = 0.75 / epsilon, 6.0 / epsilon  # λ_PrivTree = 3/ε_s lies inside
+    if loss_at(high)[0] > epsilon:
+        raise ConfigError(f"no PrivTree scale found for budget {epsilon}; use a larger budget")
+    for _ in range(24):
+        mid = (low + high) / 2
+        if loss_at(mid)[0] <= epsilon:
+            high = mid
+        else:
+            low = mid
+    loss, scale_units, delta_units = loss_at(high)
+    assert loss <= epsilon  # privacy: P10
+    return PrivTreeParams(epsilon, scale_units, delta_units, theta_units, max_depth, loss)
+
+
+def _node_counts(cells: CellIds, weights: Counts, prefixes: CellIds, depth: int,
+                 max_depth: int) -> Counts:
+    """Record counts of the nodes ``prefixes`` of ``depth``, from sorted leaf addresses."""
+    shift = np.uint64(max_depth - depth)
+    lo = np.searchsorted(cells, prefixes << shift, side="left")
+    hi = np.searchsorted(cells, (prefixes + np.uint64(1)) << shift, side="left")
+    cum = np.concatenate([[0], np.cumsum(weights)])
+    return cum[hi] - cum[lo]
+
+
+def privtree_leaves(
+    cells: CellIds,
+    weights: Counts,
+    params: PrivTreeParams,
+    noise: KeyedNoise,
+    context: Sequence[int | str],
+    *,
+    address_depth: int,
+) -> tuple[np.ndarray, CellIds]:
+    """The leaves (depths, Morton prefixes) of a PrivTree over a histogram (Alg 1).
+
+    ``cells`` are sorted distinct addresses at ``address_depth`` (≥ params.max_depth) and
+    ``weights`` their record counts. Nodes are visited depth by depth, vectorised.
+    """
+    if address_depth < params.max_depth:
+        raise ValueError("address_depth must be at least the PrivTree's max_depth")
+    cells = np.asarray(cells, dtype=np.uint64)
+    weights = np.asarray(weights, dtype=np.int64)
+    split_context = (*context, "split")
+    active = np.zeros(1, dtype=np.uint64)
+    depths, prefixes = [], []
+    for k in range(params.max_depth + 1):
+        if active.size == 0:
+            break
+        if k == params.max_depth:
+            depths.append(np.full(active.size, k, np.int64))
+            prefixes.append(active)
+            break
+        counts = _node_counts(cells, weights, active, k, address_depth)
+        b = biased_counts(counts, k, params.delta_units, params.theta_units)
+        z = noise.discrete_laplace_at(params.scale_units, split_context, active, k)
+        split = b + z > params.theta_units  # privacy: P10 (exact integer comparison)
+        depths.append(np.full(int((~split).sum()), k, np.int64))
+        prefixes.append(active[~split])
+        parents = active[split] << np.uint64(1)
+        active = np.stack([parents, parents | np.uint64(1)], axis=1).reshape(-1)
+    depth_arr = np.concatenate(depths) if depths else np.zeros(0, np.int64)
+    prefix_arr = np.concatenate(prefixes) if prefixes else np.zeros(0, np.uint64)
+    return depth_arr, prefix_arr
+
+
+def noisy_leaf_counts(
+    cells: CellIds,
+    weights: Counts,
+    depths: np.ndarray,
+    prefixes: CellIds,
+    epsilon: float,
+    noise: KeyedNoise,
+    context: Sequence[int | str],
+    *,
+    address_depth: int,
+) -> Counts:
+    """c(leaf) + Lap_Z(1/ε_c) per leaf: ε_c-DP, since a record lies in exactly one leaf."""
+    cells = np.asarray(cells, dtype=np.uint64)
+    weights = np.asarray(weights, dtype=np.int64)
+    true = np.zeros(depths.size, dtype=np.int64)
+    for k in np.unique(depths):
+        at = depths == k
+        true[at] = _node_counts(cells, weights, prefixes[at], int(k), address_depth)
+    lap = noise.discrete_laplace_at(1.0 / epsilon, (*context, "leaf"), prefixes,
+                                    depths.astype(np.uint64))
+    return true + lap

@@ -1,0 +1,169 @@
+"""PrivTree on the Morton tree (issue 8): exact path loss, calibration, partition, determinism."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from dpsynth.errors import ConfigError
+from dpsynth.noise import KeyedNoise, effective_scale
+from dpsynth.privtree import (
+    GRID,
+    biased_counts,
+    noisy_leaf_counts,
+    privtree_leaves,
+    privtree_params,
+    privtree_path_loss,
+)
+from dpsynth.tree import route
+
+KEY = bytes(range(32))
+
+
+@functools.lru_cache(maxsize=None)
+def _split_prob(b_units: int, theta_units: int, scale_units: float) -> float:
+    """P(b + Z > θ) by summing the discrete Laplace pmf directly (independent of the module)."""
+    sigma = effective_scale(scale_units)
+    p = math.exp(-sigma.denominator / sigma.numerator)
+    norm = (1 - p) / (1 + p)
+    a = theta_units - b_units + 1  # split iff Z >= a
+    if a >= 1:
+        return p**a / (1 + p)
+    z = np.arange(-20000, a)
+    return float(1 - (norm * p ** np.abs(z)).sum())  # 1 − P(Z ≤ a − 1)
+
+
+def _brute_force_loss(scale_units: float, delta: int, theta: int, max_depth: int, cap: int) -> float:
+    """Max over every non-increasing count path (counts ≤ cap) and leaf depth of Σ |log ratio|."""
+    def loss(c: int, k: int, leaf: bool) -> float:
+        lo = _split_prob(int(biased_counts(np.array([c]), k, delta, theta)[0]), theta, scale_units)
+        hi = _split_prob(int(biased_counts(np.array([c + 1]), k, delta, theta)[0]), theta,
+                         scale_units)
+        if leaf:
+            lo, hi = 1 - lo, 1 - hi
+        return abs(math.log(hi) - math.log(lo))
+
+    best = 0.0
+    for k in range(max_depth + 1):  # node k is the leaf
+        for path in itertools.combinations_with_replacement(range(cap, -1, -1), k + 1):
+            total = sum(loss(c, i, False) for i, c in enumerate(path[:k]))
+            if k < max_depth:
+                total += loss(path[k], k, True)
+            best = max(best, total)
+    return best
+
+
+def test_path_loss_equals_brute_force_on_small_trees() -> None:
+    scale_units, theta = 2.0 * GRID / 4, 0  # a coarse grid keeps the enumeration small
+    delta = math.ceil(scale_units * math.log(2))
+    for max_depth in (1, 2, 3):
+        exact = _brute_force_loss(scale_units, delta, theta, max_depth, cap=8)
+        dp = privtree_path_loss(scale_units, delta, theta, max_depth)
+        # the DP also sees counts above the cap, so it can only be larger, never smaller
+        assert dp >= exact - 1e-6
+        assert dp == pytest.approx(exact, rel=0.02)
+
+
+@pytest.mark.parametrize("epsilon", [0.25, 0.5, 1.0, 2.0])
+def test_params_spend_at_most_the_budget_and_beat_the_continuous_bound(epsilon: float) -> None:
+    params = privtree_params(epsilon, max_depth=20)
+    assert params.path_loss <= epsilon
+    assert params.path_loss > 0.95 * epsilon  # calibrated, not merely safe
+    assert params.lam <= 3.0 / epsilon  # never noisier than Zhang et al.'s λ = 3/ε_s
+    assert params.delta_units == math.ceil(params.scale_units * math.log(2))
+    # recomputing the loss with the returned parameters gives the stored value
+    again = privtree_path_loss(params.scale_units, params.delta_units, params.theta_units, 20)
+    assert again == params.path_loss
+
+
+def test_loss_does_not_grow_with_depth() -> None:
+    """Tripling the depth adds under 2 % (a per-level charge would triple it)."""
+    params = privtree_params(0.5, max_depth=20)
+    deep = privtree_path_loss(params.scale_units, params.delta_units, 0, 60)
+    assert deep <= params.epsilon * 1.02
+    assert privtree_params(0.5, max_depth=60).path_loss <= 0.5
+
+
+def test_params_refuse_bad_budget() -> None:
+    with pytest.raises(ConfigError, match="finite number"):
+        privtree_params(0.0, max_depth=10)
+    with pytest.raises(ConfigError, match="max_depth"):
+        privtree_params(1.0, max_depth=99)
+
+
+def _histogram(points: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.unique(route(points, depth=depth), return_counts=True)
+
+
+def test_leaves_partition_the_cube_and_adapt_to_density() -> None:
+    rng = np.random.default_rng(3)
+    dense = 0.05 * rng.random((3000, 2))  # a corner blob
+    sparse = rng.random((300, 2))
+    cells, weights = _histogram(np.vstack([dense, sparse]), 16)
+    params = privtree_params(0.5, max_depth=16)
+    depths, prefixes = privtree_leaves(cells, weights, params, KeyedNoise(KEY), ("t",),
+                                       address_depth=16)
+    starts = prefixes << (16 - depths).astype(np.uint64)
+    widths = np.left_shift(1, 16 - depths)
+    order = np.argsort(starts)
+    ends = starts[order] + widths[order].astype(np.uint64)
+    assert starts[order][0] == 0 and ends[-1] == 1 << 16
+    assert np.array_equal(starts[order][1:], ends[:-1])  # contiguous, no overlap
+    corner = route(np.array([[0.01, 0.01]]), depth=16)[0]
+    far = route(np.array([[0.9, 0.9]]), depth=16)[0]
+    leaf_of = {int(s): int(d) for s, d in zip(starts, depths, strict=True)}
+
+    def depth_at(address: int) -> int:
+        return next(d for s, d in sorted(leaf_of.items(), reverse=True) if s <= address)
+
+    assert depth_at(int(corner)) >= depth_at(int(far)) + 4
+
+
+def test_leaves_and_counts_are_derived_from_the_key() -> None:
+    rng = np.random.default_rng(4)
+    cells, weights = _histogram(rng.random((2000, 2)), 12)
+    params = privtree_params(0.5, max_depth=12)
+    runs = []
+    for key in (KEY, KEY, bytes(32)):
+        depths, prefixes = privtree_leaves(cells, weights, params, KeyedNoise(key), ("t",),
+                                           address_depth=12)
+        counts = noisy_leaf_counts(cells, weights, depths, prefixes, 0.5, KeyedNoise(key),
+                                   ("t",), address_depth=12)
+        runs.append((depths.tolist(), prefixes.tolist(), counts.tolist()))
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+
+
+def test_leaf_counts_are_exact_plus_centred_noise() -> None:
+    rng = np.random.default_rng(5)
+    cells, weights = _histogram(rng.random((5000, 2)), 12)
+    params = privtree_params(1.0, max_depth=12)
+    noise = KeyedNoise(KEY)
+    depths, prefixes = privtree_leaves(cells, weights, params, noise, ("t",), address_depth=12)
+    exact = noisy_leaf_counts(cells, weights, depths, prefixes, 1e6, noise, ("t",),
+                              address_depth=12)
+    assert exact.sum() == 5000  # at ε_c = 10^6 the noise vanishes: the counts partition the data
+    noisy = noisy_leaf_counts(cells, weights, depths, prefixes, 0.5, noise, ("t",),
+                              address_depth=12)
+    diff = noisy - exact
+    var = 2 * math.exp(-0.5) / (1 - math.exp(-0.5)) ** 2  # Var Lap_Z(2)
+    # mean within 4 standard errors of 0; variance within 30 % (hundreds of leaves)
+    assert abs(diff.mean()) < 4 * math.sqrt(var / diff.size)
+    assert diff.var() == pytest.approx(var, rel=0.3)
+
+
+def test_split_frequency_matches_the_decision_probability() -> None:
+    """Many empty nodes: each splits with P(θ − δ + Z > θ) = P(Z > δ), counted over 4000 nodes."""
+    params = privtree_params(0.5, max_depth=30)
+    noise = KeyedNoise(KEY)
+    z = noise.discrete_laplace_at(params.scale_units, ("x", "split"),
+                                  np.arange(4000, dtype=np.uint64), 5)
+    b = biased_counts(np.zeros(4000, np.int64), 5, params.delta_units, params.theta_units)
+    freq = float((b + z > params.theta_units).mean())
+    prob = _split_prob(int(b[0]), params.theta_units, params.scale_units)
+    assert abs(freq - prob) < 4 * math.sqrt(prob * (1 - prob) / 4000)
+    assert prob < 0.5  # empty subtrees die out (expected children per empty node < 1)
