@@ -155,12 +155,14 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
 @click.option("--k", "k", default="auto", show_default=True,
               help="Workloads per step: an integer, or auto (1 if ε ≤ 1, else 4).")
 @click.option("--max-steps", type=int, default=None, help="Truncate streams (smoke runs).")
+@click.option("--estimator", type=click.Choice(["alg3", "sample"]), default="alg3",
+              show_default=True, help="Measurement of the proposed method (docs/tabular.md T6).")
 @click.option("--tag", default="run", show_default=True, help="Name of the results CSV.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("dpsynth-bench-tabular"), show_default=True)
 @fail_on_dpsynth_error
 def bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str,
-          max_steps: int | None, tag: str, out: Path) -> None:
+          max_steps: int | None, estimator: str, tag: str, out: Path) -> None:
     """Paper 003 Tables 1–3 on Adult: our numbers next to the paper's (last 10 steps)."""
     from dpsynth.bench_tabular import (
         ADULT_DIR,
@@ -192,7 +194,7 @@ def bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str,
                     k_eps = auto_k(eps) if k == "auto" else int(k)
                     for method in methods.split(","):
                         res = run_one(domain, stream, int(batch), eps, method, seed, k_eps,
-                                      max_steps=max_steps)
+                                      max_steps=max_steps, estimator=estimator)
                         row = {"dataset": f"Adult-{kind}-bs-{batch}", "epsilon": eps,
                                "method": method, "seed": seed, "k": k_eps, **res}
                         writer.writerow(row)
