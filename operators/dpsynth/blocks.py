@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from dpsynth._types import CellIds, Counts
 from dpsynth.consistency import make_consistent
@@ -267,13 +268,9 @@ class BlockEngine:
         scale = total / mass.sum()
         before = np.concatenate([[0.0], np.cumsum(mass)[:-1]]) * scale  # F at interval starts
         u = KeyedNoise(placement_seed).uniform_at(("round", self.step), 0, 0)[0] - 2.0**-53
-        target = np.arange(1, total + 1, dtype=np.float64) - u  # unit j lands where F = j − u
-        interval = np.clip(np.searchsorted(before, target, side="left") - 1, 0, starts.size - 1)
-        rate = density[interval] * scale  # F's slope per cell inside the interval
-        offset = np.ceil((target - before[interval]) / np.maximum(rate, 1e-300)) - 1
-        offset = np.clip(offset, 0, widths[interval] - 1).astype(np.int64)
-        cells = starts[interval] + offset
-        return depth, np.bincount(cells, minlength=1 << depth)  # int64 (intp)
+        counts = np.zeros(1 << depth, np.int64)
+        _systematic_counts(starts, widths, before, density * scale, total, u, counts)
+        return depth, counts
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -301,16 +298,55 @@ class BlockEngine:
         return held + sum(blk["depths"].nbytes * 3 for blk in self.blocks)
 
 
+@njit(cache=True)
+def _systematic_counts(starts, widths, before, rate, total, u, out):  # type: ignore[no-untyped-def]
+    """Unit j = 1..total lands in the cell where F crosses j − u (F linear inside an interval,
+    slope ``rate`` per cell, F = ``before`` at each interval's start): one pass, O(total + K)."""
+    i = 0
+    last = starts.shape[0] - 1
+    for j in range(1, total + 1):
+        target = j - u
+        while i < last and before[i + 1] < target:
+            i += 1
+        step = rate[i] if rate[i] > 1e-300 else 1e-300
+        offset = np.int64(np.ceil((target - before[i]) / step)) - 1
+        offset = min(max(offset, 0), widths[i] - 1)
+        out[starts[i] + offset] += 1
+
+
 def _block_intervals(block: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """A block's leaves as sorted Morton interval starts at ``depth`` and per-cell densities."""
+    """A block's leaves as sorted Morton interval starts at ``depth`` and per-cell densities.
+
+    Leaves deeper than ``depth`` (stragglers, :func:`_mass_depth`) are merged into their
+    depth-``depth`` ancestor, their mass spread over it.
+    """
     counts = np.maximum(block["counts"], 0).astype(np.float64)
     if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
         counts *= max(float(block["size"]), 0.0) / counts.sum()
-    shift = (depth - block["depths"]).astype(np.uint64)
-    starts = (block["prefixes"] << shift).astype(np.int64)
-    widths = np.left_shift(1, depth - block["depths"]).astype(np.int64)
-    order = np.argsort(starts, kind="stable")
-    return starts[order], (counts / widths)[order]
+    leaf_depths = np.minimum(block["depths"], depth)
+    prefixes = block["prefixes"] >> (block["depths"] - leaf_depths).astype(np.uint64)
+    starts = (prefixes << (depth - leaf_depths).astype(np.uint64)).astype(np.int64)
+    starts, inverse = np.unique(starts, return_inverse=True)
+    mass = np.bincount(inverse, weights=counts, minlength=starts.size)
+    widths = np.diff(np.concatenate([starts, [1 << depth]]))
+    return starts, mass / widths
+
+
+def _mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
+    """The smallest depth below which the block's leaves hold at most ``share`` of its mass.
+
+    PrivTree leaves far below the data are stragglers of empty regions whose counts are
+    noise; their (tiny) mass is kept but spread over their ancestor at the returned depth, so
+    a stray deep leaf does not force a 2^20-cell release. Leaves with real mass (a dense venue)
+    hold far more than 0.1 % and keep their depth.
+    """
+    mass = np.maximum(block["counts"], 0).astype(np.float64)
+    total = mass.sum()
+    if total <= 0:
+        return 0
+    by_depth = np.bincount(block["depths"], weights=mass)
+    deeper = total - np.cumsum(by_depth)  # mass strictly below each depth
+    return int(np.flatnonzero(deeper <= share * total)[0])
 
 
 def _pooled_intervals(
@@ -321,7 +357,7 @@ def _pooled_intervals(
     Every block's leaves partition the cube, so each union interval lies in exactly one leaf
     of every block: its density is the sum of those leaves' densities.
     """
-    depth = min(max_depth, max(int(blk["depths"].max()) for blk in blocks))
+    depth = min(max_depth, max(_mass_depth(blk) for blk in blocks))
     per_block = [_block_intervals(blk, depth) for blk in blocks]
     starts = np.unique(np.concatenate([s for s, _ in per_block]))
     widths = np.diff(np.concatenate([starts, [1 << depth]]))

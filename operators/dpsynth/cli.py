@@ -669,7 +669,7 @@ def _print_eval(console: Console, t: int, result: dict[str, Any]) -> None:
 @click.argument(
     "which", default="all",
     type=click.Choice(["noise", "level", "all", "accuracy", "rate", "throughput", "modes",
-                       "offline"]),
+                       "offline", "peer"]),
 )
 @click.option(
     "--repeats", type=click.IntRange(min=1), default=5, show_default=True,
@@ -719,6 +719,14 @@ def bench(which: str, repeats: int, seeds: int, peak_records: int, plots_dir: Pa
         results["throughput"] = _bench_throughput(console, repeats, peak_records, schedule)
     if which == "modes":
         results["modes"] = _bench_modes(console, seeds, plots_dir)
+    if which == "peer":
+        from dpsynth import bench_peer  # issue 8: add/remove, adaptive vs PMM and PHDStream
+
+        with console.status(f"peer: uniform + gowalla to t = 10^5, {seeds} seeds…"):
+            rows = bench_peer.peer_rows(seeds=seeds)
+        summary = bench_peer.summarise_peer(rows)
+        bench_peer.print_peer(summary, console)
+        results["peer"] = {"rows": rows, "summary": summary}
     if which == "offline":
         from dpsynth import bench_offline  # issue 6: PMM, PSMM, lowdim
 

@@ -24,7 +24,7 @@ from dpsynth.tree import route
 KEY = bytes(range(32))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _split_prob(b_units: int, theta_units: int, scale_units: float) -> float:
     """P(b + Z > θ) by summing the discrete Laplace pmf directly (independent of the module)."""
     sigma = effective_scale(scale_units)
@@ -37,7 +37,9 @@ def _split_prob(b_units: int, theta_units: int, scale_units: float) -> float:
     return float(1 - (norm * p ** np.abs(z)).sum())  # 1 − P(Z ≤ a − 1)
 
 
-def _brute_force_loss(scale_units: float, delta: int, theta: int, max_depth: int, cap: int) -> float:
+def _brute_force_loss(
+    scale_units: float, delta: int, theta: int, max_depth: int, cap: int
+) -> float:
     """Max over every non-increasing count path (counts ≤ cap) and leaf depth of Σ |log ratio|."""
     def loss(c: int, k: int, leaf: bool) -> float:
         lo = _split_prob(int(biased_counts(np.array([c]), k, delta, theta)[0]), theta, scale_units)
