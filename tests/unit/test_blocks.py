@@ -24,7 +24,7 @@ def _points(n: int, seed: int = 0) -> np.ndarray:
 
 @pytest.mark.parametrize("schedule", ["adaptive", "blocks"])
 @pytest.mark.parametrize("epsilon", [0.3, 1.0, 4.0])
-def test_budget_spends_exactly_epsilon_under_each_notion(schedule: str, epsilon: float) -> None:
+def test_P9_budget_spends_exactly_epsilon_under_each_notion(schedule: str, epsilon: float) -> None:
     add = block_budget(epsilon, "add_remove", schedule)
     assert add.size + add.structure + add.counts == pytest.approx(epsilon)
     assert add.worst_case_loss == pytest.approx(epsilon)
@@ -45,7 +45,7 @@ def test_budget_refuses_bad_settings() -> None:
         block_budget(-1.0, "add_remove", "adaptive")
 
 
-def test_add_remove_needs_a_step_schedule() -> None:
+def test_P9_add_remove_needs_a_step_schedule() -> None:
     with pytest.raises(ConfigError, match="schedule='adaptive'"):
         OnlineSynthesizer(2, 1.0, KEY, 100, schedule="accurate", neighbours="add_remove")
 
@@ -116,7 +116,7 @@ def test_release_is_consistent_and_names_the_notion(neighbours: str, schedule: s
         assert np.any(sizes != np.arange(200, 2001, 200))
 
 
-def test_same_key_same_releases_and_different_key_different() -> None:
+def test_P9_same_key_same_releases_and_different_key_different() -> None:
     def run(key: bytes) -> list[np.ndarray]:
         synth = OnlineSynthesizer(2, 1.0, key, 300, schedule="adaptive", neighbours="add_remove")
         return [r.leaf_counts for r in synth.extend(_points(3000))]
@@ -149,7 +149,7 @@ def test_step_marker_ends_a_step_early() -> None:
         OnlineSynthesizer(2, 1.0, KEY, 100).step()
 
 
-def test_a_record_added_to_one_step_changes_only_its_block() -> None:
+def test_P9_a_record_added_to_one_step_changes_only_its_block() -> None:
     """Parallel composition in practice: with derived noise, adding one record in step 5
     (block 2) leaves every other block's private histogram bit-identical."""
     steps = [_points(100, seed=s) for s in range(12)]

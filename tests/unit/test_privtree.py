@@ -59,7 +59,7 @@ def _brute_force_loss(
     return best
 
 
-def test_path_loss_equals_brute_force_on_small_trees() -> None:
+def test_P10_path_loss_equals_brute_force_on_small_trees() -> None:
     scale_units, theta = 2.0 * GRID / 4, 0  # a coarse grid keeps the enumeration small
     delta = math.ceil(scale_units * math.log(2))
     for max_depth in (1, 2, 3):
@@ -71,7 +71,7 @@ def test_path_loss_equals_brute_force_on_small_trees() -> None:
 
 
 @pytest.mark.parametrize("epsilon", [0.25, 0.5, 1.0, 2.0])
-def test_params_spend_at_most_the_budget_and_beat_the_continuous_bound(epsilon: float) -> None:
+def test_P10_params_spend_at_most_the_budget_and_beat_the_continuous_bound(epsilon: float) -> None:
     params = privtree_params(epsilon, max_depth=20)
     assert params.path_loss <= epsilon
     assert params.path_loss > 0.95 * epsilon  # calibrated, not merely safe
@@ -82,7 +82,7 @@ def test_params_spend_at_most_the_budget_and_beat_the_continuous_bound(epsilon: 
     assert again == params.path_loss
 
 
-def test_loss_does_not_grow_with_depth() -> None:
+def test_P10_loss_does_not_grow_with_depth() -> None:
     """Tripling the depth adds under 2 % (a per-level charge would triple it)."""
     params = privtree_params(0.5, max_depth=20)
     deep = privtree_path_loss(params.scale_units, params.delta_units, 0, 60)
