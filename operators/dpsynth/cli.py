@@ -341,17 +341,23 @@ class RunLog:
     """What ``run`` fed and wrote: the valid points in order, release files, rejects, clips."""
 
     true: np.ndarray
-    files: list[tuple[int, int, Path]]  # (sequence, t, path) per release
+    files: list[tuple[int, int, Path]]  # (sequence, records fed, path) per release
     rejected: int
     clips: ClipReport | None
 
 
-def _write_release(release: Release, directory: Path, run_id: str) -> tuple[int, int, Path]:
+def _write_release(release: Release, directory: Path, run_id: str,
+                   release_every: int) -> tuple[int, int, Path]:
+    """Write one release; returns (sequence, records fed so far, path).
+
+    Releases come every ``release_every`` records, so release k follows k·release_every
+    records (under add/remove, ``release.t`` is the noisy released size instead).
+    """
     sequence = int(release.metadata["sequence"])
     path = directory / f"release-{sequence:06d}.bin"
     write_release_file(path, encode_release(release, run_id=run_id, partition=0,
                                             sequence=sequence))
-    return sequence, release.t, path
+    return sequence, sequence * release_every, path
 
 
 def _feed(synth: OnlineSynthesizer, source: Source, out: Path, run_id: str,
@@ -375,7 +381,8 @@ def _feed(synth: OnlineSynthesizer, source: Source, out: Path, run_id: str,
             if report is not None:
                 clips = report if clips is None else clips + report
             parts.append(points)
-            files += [_write_release(r, releases_dir, run_id) for r in synth.extend(points)]
+            files += [_write_release(r, releases_dir, run_id, synth.release_every)
+                      for r in synth.extend(points)]
             progress.update(task, advance=size, releases=len(files))
     true = np.concatenate(parts) if parts else np.zeros((0, source.d))
     return RunLog(true, files, rejected, clips)
@@ -483,15 +490,21 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
                    "beyond, and summary.json says so).")
 @click.option("--run-id", default="local", show_default=True,
               help="run_id written in every release record.")
-@click.option("--schedule", type=click.Choice(["accurate", "paper"]), default="accurate",
+@click.option("--schedule", type=click.Choice(["accurate", "paper", "adaptive", "blocks"]),
+              default="accurate", show_default=True,
+              help="accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1 verbatim; "
+                   "adaptive: PrivTree histograms of doubling step blocks; blocks: PMM ones.")
+@click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
               show_default=True,
-              help="accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1 verbatim.")
+              help="replace: the papers' notion (t public); add_remove: one record more or "
+                   "less, the size released noisily (needs --schedule adaptive or blocks).")
 @click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=0.0, show_default=True,
               help="accurate: budget share of a fresh counter, so releases move within a level.")
 @fail_on_dpsynth_error
 def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
         seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
-        out: Path, w1_points: int, run_id: str, schedule: str, fresh: float) -> None:
+        out: Path, w1_points: int, run_id: str, schedule: str, neighbours: str,
+        fresh: float) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
 
     The default input is a generated stream of 20,000 points from drifting Gaussian blobs.
@@ -504,7 +517,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     source = load_source(input_path, schema_path, dataset, points, seed, limit)
     options: dict[str, Any] = {"fresh": fresh} if schedule == "accurate" else {}
     synth = OnlineSynthesizer(source.d, epsilon, key, release_every, schedule=schedule,
-                              max_depth=max_depth, **options)
+                              max_depth=max_depth, neighbours=neighbours, **options)
     console.print(f"input: {source.label}")
     console.print(f"d = {source.d}, ε = {epsilon:g} ({schedule} schedule), a release every "
                   f"{release_every:,} records, max depth {max_depth}; writing to {out}/")
@@ -517,15 +530,16 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
                       "valid records; no summary or plots written[/]")
         return
     release = synth.release()
+    fed = log.files[-1][1]  # records behind the last release (its t may be a noisy size)
     with console.status("evaluating: exact W1 (POT), tree and sliced bounds…"):
-        final = bench_accuracy.w1_bracket(log.true[:release.t], release.points,
+        final = bench_accuracy.w1_bracket(log.true[:fed], release.points,
                                           max_points=w1_points)
         curve = _w1_over_t(log, w1_points)
     summary = _summary(synth, source, log, final, curve, key_label)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     short_key = "public demo key" if is_demo else "private key"
     title = f"dpsynth run: t = {release.t:,}, ε = {epsilon:g}, {schedule} schedule, {short_key}"
-    _plot_true_vs_synthetic(out / "true-vs-synthetic.png", log.true[:release.t],
+    _plot_true_vs_synthetic(out / "true-vs-synthetic.png", log.true[:fed],
                             release.points, source, title)
     _plot_w1_over_t(out / "w1-over-t.png", curve, title)
     _print_w1(console, release.t, final)
@@ -623,15 +637,18 @@ def evaluate(release_path: Path, input_path: Path | None, schema_path: Path | No
     if source.d != release.d:
         raise click.UsageError(f"the input has d = {source.d}, the release d = {release.d}")
     true = source.valid_points()
-    if len(true) < release.t:
+    fed = release.t  # under add/remove t is a noisy size: the records are step × release_every
+    if release.metadata.get("neighbours") == "add_remove":
+        fed = int(release.metadata["step"]) * int(release.metadata["release_every"])
+    if len(true) < fed:
         raise click.UsageError(
             f"the input has {len(true):,} valid records, fewer than the release's t = "
-            f"{release.t:,}: is it the input the release was made from?"
+            f"{fed:,}: is it the input the release was made from?"
         )
     console.print(f"release {release_path}: t = {release.t:,}, depth {release.depth}")
     console.print(f"input: {source.label}")
     with console.status("evaluating: exact W1 (POT), bounds, i.i.d. floor, range queries…"):
-        result = bench_accuracy.evaluate_release(true[:release.t], release.points,
+        result = bench_accuracy.evaluate_release(true[:fed], release.points,
                                                  max_points=w1_points, boxes=boxes)
     _print_eval(console, release.t, result)
     if json_path is not None:
