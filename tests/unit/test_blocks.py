@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -190,3 +192,30 @@ def test_adaptive_beats_fixed_blocks_on_clustered_data() -> None:
             values.append(w1_tree_upper(x, synth.release().points, depth=20))
         errors[schedule] = float(np.median(values))
     assert errors["adaptive"] < errors["blocks"]
+
+
+def test_run_command_with_add_remove_writes_noisy_size_releases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from dpsynth.cli import KEY_ENV, KEY_FILE_ENV, main
+    from dpsynth.release_format import read_release_file
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.delenv(KEY_FILE_ENV, raising=False)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "run", "--points", "3000", "--release-every", "500", "--schedule", "adaptive",
+        "--neighbours", "add_remove", "--out", str(out), "--w1-points", "500",
+    ])
+    assert result.exit_code == 0, result.output
+    release = read_release_file(out / "releases" / "release-000006.bin")
+    assert release.metadata["neighbours"] == "add_remove"
+    assert release.metadata["step"] == 6
+    assert int(release.leaf_counts.sum()) == release.t == release.metadata["t"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records_accepted"] == 3000
+    refused = CliRunner().invoke(main, ["run", "--points", "600", "--neighbours", "add_remove",
+                                        "--out", str(tmp_path / "x")])
+    assert refused.exit_code != 0 and "schedule='adaptive'" in refused.output
