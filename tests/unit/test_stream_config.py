@@ -202,3 +202,20 @@ def test_schedule_defaults_to_the_synthesizers_and_is_checked(env):
     env["DPSYNTH_SCHEDULE"] = "greedy"
     with pytest.raises(ConfigError, match="DPSYNTH_SCHEDULE \\('greedy'\\) must be one of"):
         load_config(env)
+
+
+def test_neighbours_setting_is_validated_and_bound_to_the_state(env):
+    from dpsynth.stream.processor import synthesizer_config
+
+    assert load_config(env).neighbours == "replace"
+    assert "neighbours" not in synthesizer_config(load_config(env))  # older states still load
+    env["DPSYNTH_NEIGHBOURS"] = "add_remove"
+    with pytest.raises(ConfigError, match="DPSYNTH_NEIGHBOURS.*schedule='adaptive'"):
+        load_config(env)  # the default schedule counts records: not private under add/remove
+    env["DPSYNTH_SCHEDULE"] = "adaptive"
+    config = load_config(env)
+    assert (config.neighbours, config.schedule) == ("add_remove", "adaptive")
+    assert synthesizer_config(config)["neighbours"] == "add_remove"
+    env["DPSYNTH_NEIGHBOURS"] = "user"
+    with pytest.raises(ConfigError, match=r"DPSYNTH_NEIGHBOURS \('user'\) must be one of"):
+        load_config(env)

@@ -126,6 +126,8 @@ class WorkerConfig:
     # -- engine (DPSYNTH_ENGINE): "points" (schema) or "tabular" (domain, paper 003) ----------
     engine: str = "points"
     tabular: TabularSettings | None = None
+    # -- neighbour notion (DPSYNTH_NEIGHBOURS): "replace" or "add_remove" (issue 8) ------------
+    neighbours: str = "replace"
 
     @property
     def d(self) -> int:
@@ -280,6 +282,7 @@ _NAMES = (
     "STATE_CHUNK_BYTES", "STATE_SYNC", "ROCKSDB_BLOCK_CACHE_BYTES", "ROCKSDB_WRITE_BUFFER_BYTES",
     "RELEASE_MAX_RECORD_BYTES", "SESSION_TIMEOUT_S", "LOG_LEVEL", "CRASH_AT",
     "ENGINE", "DOMAIN_FILE", "TABULAR_METHOD", "TABULAR_COUNTER", "TABULAR_WORKLOADS_PER_STEP",
+    "NEIGHBOURS",
 )
 _KNOWN = frozenset(PREFIX + n for n in _NAMES)
 
@@ -395,6 +398,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> WorkerConfig:
         release_every=r.integer("DPSYNTH_RELEASE_EVERY", 1000, 1),
         max_depth=r.integer("DPSYNTH_MAX_DEPTH", 20, 0, 63),
         schedule=_schedule(r),
+        neighbours=_neighbours(r),
         run_id=run_id,
         data_dir=Path(r.raw("DPSYNTH_DATA_DIR") or "dpsynth-data"),
         noise_key=key,
@@ -482,6 +486,15 @@ def _schedule(r: _Reader) -> str:
     return value
 
 
+def _neighbours(r: _Reader) -> str:
+    from dpsynth.blocks import NEIGHBOUR_NOTIONS
+
+    value = r.raw("DPSYNTH_NEIGHBOURS") or "replace"
+    if value not in NEIGHBOUR_NOTIONS:
+        raise ConfigError(f"DPSYNTH_NEIGHBOURS ({value!r}) must be one of {NEIGHBOUR_NOTIONS}")
+    return value
+
+
 def _check_synthesizer(config: WorkerConfig) -> None:
     """Build a throwaway synthesizer, so that a bad ε, depth or schedule fails at start."""
     from dpsynth.synthesizer import OnlineSynthesizer
@@ -489,9 +502,10 @@ def _check_synthesizer(config: WorkerConfig) -> None:
     try:
         OnlineSynthesizer(
             config.d, config.epsilon, config.noise_key.reveal(), config.release_every,
-            config.schedule, max_depth=config.max_depth,
+            config.schedule, max_depth=config.max_depth, neighbours=config.neighbours,
         )
     except ConfigError as e:
         raise ConfigError(
-            f"DPSYNTH_EPSILON / DPSYNTH_RELEASE_EVERY / DPSYNTH_MAX_DEPTH / DPSYNTH_SCHEDULE: {e}"
+            "DPSYNTH_EPSILON / DPSYNTH_RELEASE_EVERY / DPSYNTH_MAX_DEPTH / DPSYNTH_SCHEDULE / "
+            f"DPSYNTH_NEIGHBOURS: {e}"
         ) from None

@@ -111,7 +111,7 @@ def open_engine(config: WorkerConfig, partition: int, snapshot: bytes | None) ->
     if snapshot is None:
         synth = OnlineSynthesizer(
             config.d, config.epsilon, key, config.release_every, config.schedule,
-            max_depth=config.max_depth, partition=partition,
+            max_depth=config.max_depth, partition=partition, neighbours=config.neighbours,
         )
     else:
         synth = OnlineSynthesizer.restore(snapshot, key)

@@ -74,7 +74,7 @@ REPLAY_BATCH = 5000
 
 def synthesizer_config(config: WorkerConfig) -> dict[str, Any]:
     """The public parameters a partition's state is bound to (checked at every load)."""
-    return {
+    bound = {
         "d": config.d,
         "epsilon": config.epsilon,
         "release_every": config.release_every,
@@ -83,6 +83,9 @@ def synthesizer_config(config: WorkerConfig) -> dict[str, Any]:
         "key_fingerprint": config.noise_key.fingerprint,
         "schema": config.schema.to_dict(),
     }
+    if config.neighbours != "replace":  # absent for replace: older states still load
+        bound["neighbours"] = config.neighbours
+    return bound
 
 
 _CONFIG_VARIABLES = {
@@ -92,6 +95,7 @@ _CONFIG_VARIABLES = {
     "release_every": "DPSYNTH_RELEASE_EVERY",
     "max_depth": "DPSYNTH_MAX_DEPTH",
     "schedule": "DPSYNTH_SCHEDULE",
+    "neighbours": "DPSYNTH_NEIGHBOURS",
     "key_fingerprint": "DPSYNTH_NOISE_KEY (fingerprint)",
 }
 
