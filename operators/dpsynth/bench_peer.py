@@ -74,6 +74,8 @@ def peer_rows(seeds: int = 5, sizes: Iterable[int] = SIZES, include_gowalla: boo
     sizes = tuple(sizes)
     boxes = random_boxes(2, 200, kind="medium", seed=7)
     rows: list[dict[str, Any]] = []
+    for name in schedules:  # compile the kernels and fill caches outside the timed runs
+        _stream_releases(uniform_stream(4 * STEP, 2, 0), bytes(32), SCHEDULES[name], ())
     for data, make in _datasets(include_gowalla).items():
         for seed in range(seeds):
             x = make(max(sizes), seed)
