@@ -398,7 +398,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> WorkerConfig:
         release_every=r.integer("DPSYNTH_RELEASE_EVERY", 1000, 1),
         max_depth=r.integer("DPSYNTH_MAX_DEPTH", 20, 0, 63),
         schedule=_schedule(r),
-        neighbours=_neighbours(r),
+        neighbours=_neighbours(r, engine),
         run_id=run_id,
         data_dir=Path(r.raw("DPSYNTH_DATA_DIR") or "dpsynth-data"),
         noise_key=key,
@@ -486,10 +486,11 @@ def _schedule(r: _Reader) -> str:
     return value
 
 
-def _neighbours(r: _Reader) -> str:
+def _neighbours(r: _Reader, engine: str) -> str:
+    """Each engine's paper notion by default: replacement (points), add/remove (tabular)."""
     from dpsynth.blocks import NEIGHBOUR_NOTIONS
 
-    value = r.raw("DPSYNTH_NEIGHBOURS") or "replace"
+    value = r.raw("DPSYNTH_NEIGHBOURS") or ("add_remove" if engine == "tabular" else "replace")
     if value not in NEIGHBOUR_NOTIONS:
         raise ConfigError(f"DPSYNTH_NEIGHBOURS ({value!r}) must be one of {NEIGHBOUR_NOTIONS}")
     return value

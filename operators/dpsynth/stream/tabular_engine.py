@@ -49,7 +49,8 @@ TABULAR_VARIABLES = {
     "counter": "DPSYNTH_TABULAR_COUNTER",
     "workloads_per_step": "DPSYNTH_TABULAR_WORKLOADS_PER_STEP",
     "key_fingerprint": "DPSYNTH_NOISE_KEY (fingerprint)",
-    "synthesizer": "the tabular synthesizer's parameters (another dpsynth version?)",
+    "synthesizer": "the tabular synthesizer's parameters (DPSYNTH_NEIGHBOURS, or another "
+                   "dpsynth version?)",
 }
 
 
@@ -122,6 +123,7 @@ def new_tabular_synthesizer(
         s.domain, config.epsilon, config.noise_key.reveal() if key is None else key,
         release_every=config.release_every, method=s.method, counter=s.counter,
         workloads_per_step=s.workloads_per_step, partition=partition,
+        neighbours=config.neighbours,
     )
 
 
