@@ -3,7 +3,8 @@
 Layer: adapter (workload generation may use numpy.random; never privacy noise: every method
 draws its noise from a key derived from the seed).
 
-``dpsynth bench offline`` runs three parts, all measured in the same run:
+``dpsynth bench offline`` runs parts A and B, ``dpsynth bench offline-cost`` part C (each under
+ten minutes on a loaded 2-core machine):
 
 A. lowdim vs PMM in full dimension vs the rate of Thm 4.1, on points near a 2-plane in
    d = 10 and on the six continuous columns of UCI Adult (d = 6, fixed public bounds), n ≤ 5000
@@ -11,8 +12,9 @@ A. lowdim vs PMM in full dimension vs the rate of Thm 4.1, on points near a 2-pl
    Rate(d′) = √(Σ_{i>d′} λ_i(M)) + √(d′ d^2.5/(εn)) + √(d/d′)(εn)^(−1/d′) with constant 1.
 B. PSMM vs PMM in d = 2, 3 (add/remove, the Chapter 3 notion), n ≤ 5000, exact W1.
 C. Wall time of one run of each method at n = 10^3, 10^4, 10^5, each in a fresh process, and
-   its memory: the peak of Python/numpy allocations (tracemalloc, a second run) and the rise of
-   the process's peak RSS over its size before the run (catches HiGHS's C++ allocations).
+   its memory: the peak of Python/numpy allocations (tracemalloc, a second run) and the
+   process's peak RSS minus its RSS just before the run (catches HiGHS's C++ allocations; an
+   upper bound, since the peak may predate the run).
 """
 
 from __future__ import annotations
@@ -151,7 +153,8 @@ method, d, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 x = near_plane(n, 0, d) if method.startswith("lowdim") or d > 3 else mixture(n, 0, d)
 warm_up()
 fn = {"pmm": pmm_synthesize, "psmm": psmm_synthesize, "lowdim": lowdim_synthesize}[method]
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with open("/proc/self/statm") as f:
+    base = int(f.read().split()[1]) * resource.getpagesize() / 1024  # current RSS, KiB
 start = time.perf_counter()
 y = fn(x, 1.0, bench_key(0))
 seconds = time.perf_counter() - start
@@ -202,18 +205,19 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def print_report(summary: list[dict[str, Any]], costs: list[dict[str, Any]],
                  console: Console) -> None:
-    """Tables of medians and ratios (parts A, B) and of costs (part C)."""
-    table = Table(title="offline accuracy: median exact ℓ∞ W1 over seeds (ε = 1)")
-    for col in ("part", "data", "n", "method", "W1", "÷ PMM", "W1 ÷ rate", "d′", "m"):
-        table.add_column(col)
-    for e in summary:
-        table.add_row(e["part"], e["data"], str(e["n"]), e["method"], f"{e['w1']:.4f}",
-                      f"{e['ratio_to_pmm']:.2f}",
-                      f"{e['w1_over_rate']:.3f}" if "w1_over_rate" in e else "",
-                      f"{e['target_dim']:g}" if "target_dim" in e else "", f"{e['m']:g}")
-    console.print(table)
+    """Tables of medians and ratios (parts A, B) and of costs (part C); empty parts skipped."""
+    if summary:
+        table = Table(title="offline accuracy: median exact ℓ∞ W1 over seeds (ε = 1)")
+        for col in ("part", "data", "n", "method", "W1", "÷ PMM", "W1 ÷ rate", "d′", "m"):
+            table.add_column(col)
+        for e in summary:
+            table.add_row(e["part"], e["data"], str(e["n"]), e["method"], f"{e['w1']:.4f}",
+                          f"{e['ratio_to_pmm']:.2f}",
+                          f"{e['w1_over_rate']:.3f}" if "w1_over_rate" in e else "",
+                          f"{e['target_dim']:g}" if "target_dim" in e else "", f"{e['m']:g}")
+        console.print(table)
     if costs:
-        cost = Table(title="cost of one run (fresh process; ΔRSS = peak minus before the run)")
+        cost = Table(title="cost of one run (fresh process; ΔRSS = peak minus RSS before)")
         for col in ("method", "d", "n", "seconds", "numpy peak MiB", "ΔRSS MiB", "m"):
             cost.add_column(col)
         for r in costs:
@@ -222,8 +226,8 @@ def print_report(summary: list[dict[str, Any]], costs: list[dict[str, Any]],
         console.print(cost)
 
 
-def run(console: Console, seeds: int, with_cost: bool = True) -> dict[str, Any]:
-    """All parts; returns raw rows, the summary and the costs."""
+def run(console: Console, seeds: int, with_cost: bool = False) -> dict[str, Any]:
+    """Parts A and B (and C if ``with_cost``); returns raw rows, the summary and the costs."""
     with console.status(f"offline A: lowdim vs PMM, n ≤ 5000, {seeds} seeds…"):
         rows = lowdim_rows(seeds)
     with console.status(f"offline B: PSMM vs PMM, d = 2, 3, {seeds} seeds…"):
@@ -235,3 +239,11 @@ def run(console: Console, seeds: int, with_cost: bool = True) -> dict[str, Any]:
     summary = summarise(rows)
     print_report(summary, costs, console)
     return {"rows": rows, "summary": summary, "costs": costs}
+
+
+def run_cost(console: Console) -> dict[str, Any]:
+    """Part C only: runtime and memory at n = 10^3, 10^4, 10^5."""
+    with console.status("offline C: runtime and memory at n = 10^3, 10^4, 10^5…"):
+        costs = cost_rows()
+    print_report([], costs, console)
+    return {"costs": costs}

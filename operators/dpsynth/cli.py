@@ -686,7 +686,7 @@ def _print_eval(console: Console, t: int, result: dict[str, Any]) -> None:
 @click.argument(
     "which", default="all",
     type=click.Choice(["noise", "level", "all", "accuracy", "rate", "throughput", "modes",
-                       "offline", "peer"]),
+                       "offline", "offline-cost", "peer"]),
 )
 @click.option(
     "--repeats", type=click.IntRange(min=1), default=5, show_default=True,
@@ -748,6 +748,10 @@ def bench(which: str, repeats: int, seeds: int, peak_records: int, plots_dir: Pa
         from dpsynth import bench_offline  # issue 6: PMM, PSMM, lowdim
 
         results["offline"] = bench_offline.run(console, seeds)
+    if which == "offline-cost":
+        from dpsynth import bench_offline
+
+        results["offline-cost"] = bench_offline.run_cost(console)
     for result in results.values():
         result.setdefault("machine", machine)
     console.print(
