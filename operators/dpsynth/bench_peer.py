@@ -2,7 +2,8 @@
 
 Layer: adapter (workload generation may use numpy.random; never privacy noise).
 
-Set-up of ``../shared/specs/peer-phdstream.md``: ε = 1 under add/remove (insertion) neighbours,
+Set-up of ``../shared/specs/peer-phdstream.md``: ε = 1 under add/remove (insertion) neighbours
+(and, for reference, the papers' replacement notion: adaptive vs the accurate default vs PMM-rep),
 d = 2, a step (and a release) every 500 records, uniform data and Gowalla NYC in time order,
 exact ℓ∞ W1 at t = 4000 and the depth-20 tree upper bound at 2·10^4 and 10^5
 (accuracy-study.md §1.3). One streaming run per (data, seed, schedule) gives the releases at all
@@ -32,12 +33,25 @@ PHDSTREAM_W1 = {
     ("uniform", 4000): 0.0190, ("uniform", 20000): 0.0534, ("uniform", 100000): 0.0502,
     ("gowalla", 4000): 0.0167, ("gowalla", 20000): 0.0249, ("gowalla", 100000): 0.0250,
 }
+#: PHDStream at replacement ε = 1 (change_sensitivity 2): its ratios to PMM times PMM's W1.
+PHDSTREAM_W1_REPLACE = {
+    (data, t): ratio * w / base
+    for (data, t, ratio), w, base in zip(
+        [("uniform", 4000, 0.93), ("uniform", 20000, 1.60), ("uniform", 100000, 3.63),
+         ("gowalla", 4000, 1.30), ("gowalla", 20000, 1.83), ("gowalla", 100000, 4.12)],
+        [0.0190, 0.0534, 0.0502, 0.0167, 0.0249, 0.0250],
+        [0.77, 1.17, 2.45, 1.02, 1.23, 2.61], strict=True)
+}
 #: PHDStream's speed: 10^5 records in 580–1018 s (peer-phdstream.md).
 PHDSTREAM_RECORDS_PER_S = (100_000 / 1018, 100_000 / 580)
 SCHEDULES: dict[str, dict[str, Any]] = {
-    "adaptive": {"schedule": "adaptive", "current_shape": "pooled"},
-    "adaptive-last": {"schedule": "adaptive", "current_shape": "last"},
-    "blocks": {"schedule": "blocks", "current_shape": "pooled"},
+    "adaptive": {"schedule": "adaptive", "neighbours": "add_remove"},
+    "adaptive-last": {"schedule": "adaptive", "neighbours": "add_remove",
+                      "current_shape": "last"},
+    "blocks": {"schedule": "blocks", "neighbours": "add_remove"},
+    # the papers' replacement notion: adaptive against the accurate default and PMM-rep
+    "adaptive@replace": {"schedule": "adaptive", "neighbours": "replace"},
+    "accurate@replace": {"schedule": "accurate", "neighbours": "replace"},
 }
 STEP = 500
 SIZES = (4000, 20000, 100000)
@@ -54,8 +68,7 @@ def _datasets(include_gowalla: bool) -> dict[str, Any]:
 def _stream_releases(x: np.ndarray, key: bytes, options: dict[str, Any],
                      sizes: Iterable[int]) -> tuple[dict[int, np.ndarray], float]:
     """Points released at each t in ``sizes`` (one run), and the run's end-to-end seconds."""
-    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=key, release_every=STEP,
-                              neighbours="add_remove", **options)
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=key, release_every=STEP, **options)
     wanted = set(sizes)
     out: dict[int, np.ndarray] = {}
     seconds = 0.0
@@ -90,6 +103,8 @@ def peer_rows(seeds: int = 5, sizes: Iterable[int] = SIZES, include_gowalla: boo
                 prefix = x[:t]
                 rows.append(_score(data, t, seed, "pmm", prefix,
                                    pmm_synthesize(prefix, 1.0, key), boxes))
+                rows.append(_score(data, t, seed, "pmm-rep", prefix,
+                                   pmm_synthesize(prefix, 1.0, key, neighbours="replace"), boxes))
                 rng = np.random.default_rng(seed)
                 floor = (uniform_stream(t, 2, 90_000 + seed) if data == "uniform"
                          else prefix[rng.integers(0, t, t)])
@@ -114,8 +129,9 @@ def summarise_peer(rows: list[dict[str, Any]]) -> dict[str, Any]:
     table = []
     for (data, t, method), members in sorted(groups.items()):
         w = median(r["w1"] for r in members)
-        pmm = median(r["w1"] for r in groups[(data, t, "pmm")])
-        peer = PHDSTREAM_W1.get((data, t))
+        replace = method.endswith("@replace") or method == "pmm-rep"
+        pmm = median(r["w1"] for r in groups[(data, t, "pmm-rep" if replace else "pmm")])
+        peer = (PHDSTREAM_W1_REPLACE if replace else PHDSTREAM_W1).get((data, t))
         table.append({"data": data, "t": t, "method": method, "metric": members[0]["metric"],
                       "w1": w, "ratio_pmm": w / pmm,
                       "ratio_phdstream": (w / peer) if peer else float("nan"),
@@ -123,10 +139,13 @@ def summarise_peer(rows: list[dict[str, Any]]) -> dict[str, Any]:
                       "seeds": len(members)})
     winners = {}
     for data, t in sorted({(r["data"], r["t"]) for r in table}):
-        candidates = [r for r in table if (r["data"], r["t"]) == (data, t)
-                      and r["method"] in SCHEDULES]
-        if candidates:
-            winners[f"{data}@{t}"] = min(candidates, key=lambda r: r["w1"])["method"]
+        for notion in ("add_remove", "replace"):
+            candidates = [r for r in table if (r["data"], r["t"]) == (data, t)
+                          and r["method"] in SCHEDULES
+                          and SCHEDULES[r["method"]]["neighbours"] == notion]
+            if candidates:
+                best = min(candidates, key=lambda r: r["w1"])["method"]
+                winners[f"{data}@{t} ({notion})"] = best
     speed = {}
     for method in SCHEDULES:
         runs = [r for r in rows if r["kind"] == "speed" and r["method"] == method]
@@ -142,7 +161,9 @@ def print_peer(summary: dict[str, Any], console: Any) -> None:
     """Rich tables of :func:`summarise_peer`."""
     from rich.table import Table
 
-    table = Table(title="add/remove ε = 1, step 500: median W1 over seeds")
+    table = Table(title="ε = 1, step 500: median W1 over seeds (ratios within the method's "
+                        "notion: PMM and PHDStream at add/remove, PMM-rep and PHDStream at "
+                        "replacement for @replace)")
     for column in ("data", "t", "method", "metric", "W1", "÷ PMM", "÷ PHDStream", "range rel"):
         table.add_column(column, justify="left" if column in ("data", "method") else "right")
     for r in summary["table"]:
