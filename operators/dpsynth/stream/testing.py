@@ -208,12 +208,15 @@ def embedded_release_records(
     partition: int,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
     schedule: str | None = None,
+    neighbours: str = "replace",
 ) -> dict[int, list[bytes]]:
     """sequence → encoded records of every release the embedded engine makes on ``points``.
 
     ``schedule`` None: the synthesizer's default, as the worker without DPSYNTH_SCHEDULE.
     """
-    extra = {} if schedule is None else {"schedule": schedule}
+    extra: dict[str, Any] = {"neighbours": neighbours}
+    if schedule is not None:
+        extra["schedule"] = schedule
     synth = OnlineSynthesizer(
         points.shape[1], epsilon, bytes.fromhex(key_hex), release_every,
         max_depth=max_depth, partition=partition, **extra,
