@@ -27,11 +27,13 @@ re-routed along shortest paths at equal cost and vice versa, so the LP restricte
 has the same optimum as the dense LP: m(3^d − 1) flows instead of m(m − 1). The dense form
 (:func:`closest_probability_dense`) is kept for arbitrary supports and to check the sparse one.
 
-Sizes handled (HiGHS 1.x via SciPy, one core, measured in docs/offline.md): the default cap
-``MAX_GRID_CELLS`` = 2^14 cells solves in ≈ 6 s for d = 2 (162k variables); d = 3 then gets
-2^12 cells (≈ 2 s). Raising ``max_cells``: 2^16 cells in d = 2 take ≈ 2 min, 2^15 in d = 3
-≈ 1 min. The dense form handles up to ``MAX_DENSE_POINTS`` points. Cor 3.7's m = ⌈εn⌉ is capped
-at ``max_cells``: beyond it the grid stops refining (εn > 2^14 cells' worth of data).
+Sizes handled (measured in docs/benchmarks.md §10 C and docs/offline.md): the default cap
+``MAX_GRID_CELLS`` = 2^14 cells (d = 2, reached once εn ≥ 2^13; 2^12 cells in d = 3) solves in
+20–30 s (d = 2) and 4–7 s (d = 3) on a loaded 2-core machine, 54 MiB numpy + ≈ 140 MiB in total;
+n itself is unbounded (10^5 points measured), only the grid is capped. Idle-machine solves of
+larger grids: 2^16 cells in d = 2 ≈ 2 min, 2^15 in d = 3 ≈ 1 min (``max_cells``). The dense form
+handles up to ``MAX_DENSE_POINTS`` points. Beyond the cap the grid stops refining (Cor 3.7's
+m = ⌈εn⌉ is not followed), so the accuracy stops improving with n.
 
 Output size: Alg 1 step 5 picks rational r_i ≈ ν̂_i; we round ``n_out·ν̂`` by largest remainders
 (ties by cell index), which moves at most m/n_out of mass.
