@@ -60,7 +60,8 @@ def _release_of(method: str, points: np.ndarray, epsilon: float, key: bytes, nei
                  "lp_variables": res.lp.variables, "noise_scale": res.metadata["noise_scale"]}
     metadata = {"release_schema": RELEASE_SCHEMA_VERSION, "sequence": 0, "partition": 0,
                 "t": int(leaves.sum()), "d": d, "depth": depth, "epsilon": float(epsilon),
-                "neighbours": neighbours, "method": method, **extra}
+                "neighbours": neighbours, "method": method,
+                "key_fingerprint": KeyedNoise(key).fingerprint(), **extra}
     return Release(int(leaves.sum()), depth, leaves, metadata, seed)
 
 

@@ -74,6 +74,8 @@ def test_snapshot_writes_records_in_units_and_metadata(
     else:
         release = read_release_file(out.with_name(out.name + ".release.bin"))
         assert release.t == len(rows) and release.metadata["method"] == method
+        assert release.metadata["key_fingerprint"] == meta["key_fingerprint"]
+        assert release.metadata["neighbours"] == "replace"
         units = Schema.from_dict(SCHEMA).from_unit(release.points)
         assert np.allclose(units, values)
 
