@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import cache
 from statistics import median
 from typing import Any
 
@@ -62,6 +63,7 @@ def near_plane(n: int, seed: int, d: int = 10, jitter: float = 0.01) -> np.ndarr
     return np.clip(plane + rng.normal(0, jitter, (n, d)), 0, 1)
 
 
+@cache
 def load_adult() -> np.ndarray:
     """Adult's continuous columns scaled to [0,1] by the fixed bounds (32,561 rows)."""
     rows = []
@@ -73,11 +75,9 @@ def load_adult() -> np.ndarray:
     return np.clip(np.array(rows), 0, 1)
 
 
-def adult_sample(n: int, seed: int, _cache: dict[str, np.ndarray] = {}) -> np.ndarray:  # noqa: B006
+def adult_sample(n: int, seed: int) -> np.ndarray:
     """n rows of Adult drawn without replacement (public benchmark randomness)."""
-    if "adult" not in _cache:
-        _cache["adult"] = load_adult()
-    data = _cache["adult"]
+    data = load_adult()
     return data[np.random.default_rng(seed).choice(len(data), n, replace=False)]
 
 
