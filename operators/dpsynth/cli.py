@@ -16,6 +16,8 @@ Layer: adapter (the core never imports it). Commands:
 ``dpsynth bench noise|level|all|accuracy|rate|throughput|modes [--json PATH] [--plots DIR]``
     The benchmarks of :mod:`dpsynth.bench` and :mod:`dpsynth.bench_accuracy`: medians and
     same-run ratios.
+``dpsynth snapshot --input FILE [--schema S] --method pmm|psmm|lowdim --out OUT.csv|.ndjson``
+    One offline ε-DP synthetic copy of a file (:mod:`dpsynth.cli_snapshot`, docs/offline.md).
 ``dpsynth demo [--out DIR] [--ticks N]``
     The counters of one tree level on a generated stream (the first end-to-end demo, kept).
 
