@@ -194,7 +194,7 @@ def accuracy_table(
                 started = time.perf_counter()
                 online = online_release_points(x, epsilon, key, release_every)
                 online_s = time.perf_counter() - started
-                pmm = pmm_synthesize(x, epsilon, key)
+                pmm = pmm_synthesize(x, epsilon, key, size_hint=len(x))  # n public (anchors)
                 if name == "uniform":
                     floor = uniform_stream(n, 2, 10_000 + seed)
                 else:  # bootstrap resample: a slightly optimistic floor (shared atoms)

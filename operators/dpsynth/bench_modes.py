@@ -47,7 +47,7 @@ def method_points(name: str, x: np.ndarray, key: bytes, epsilon: float) -> np.nd
         synth.extend(x)
         return synth.release().points
     if name == "pmm":
-        return pmm_synthesize(x, epsilon, key)
+        return pmm_synthesize(x, epsilon, key, size_hint=len(x))  # n public, as the anchors
     if name == "pmm-rep":
         return pmm_synthesize(x, epsilon, key, neighbours="replace")
     raise ValueError(f"unknown method {name!r}")

@@ -133,7 +133,7 @@ def psmm_rows(seeds: int) -> list[dict[str, Any]]:
                 x, key = mixture(n, seed, d), bench_key(seed)
                 for method, fn in (("psmm", psmm_synthesize), ("pmm", pmm_synthesize)):
                     start = time.perf_counter()
-                    y = fn(x, EPSILON, key)
+                    y = fn(x, EPSILON, key, size_hint=n)  # n public, as the anchors
                     seconds = time.perf_counter() - start
                     rows.append({"part": "B", "data": f"mixture d={d}", "n": n, "seed": seed,
                                  "method": method, "w1": _w1(x, y), "m": len(y),

@@ -101,8 +101,8 @@ def peer_rows(seeds: int = 5, sizes: Iterable[int] = SIZES, include_gowalla: boo
                     rows.append(_score(data, t, seed, name, x[:t], points, boxes))
             for t in sizes:
                 prefix = x[:t]
-                rows.append(_score(data, t, seed, "pmm", prefix,
-                                   pmm_synthesize(prefix, 1.0, key), boxes))
+                pmm = pmm_synthesize(prefix, 1.0, key, size_hint=t)  # n public (anchors)
+                rows.append(_score(data, t, seed, "pmm", prefix, pmm, boxes))
                 rows.append(_score(data, t, seed, "pmm-rep", prefix,
                                    pmm_synthesize(prefix, 1.0, key, neighbours="replace"), boxes))
                 rng = np.random.default_rng(seed)

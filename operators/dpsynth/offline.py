@@ -29,6 +29,30 @@ from dpsynth.synthesizer import validate_points
 from dpsynth.tree import route
 
 NEIGHBOURS = ("add_remove", "replace")
+#: Under add/remove without a public size: the share of ε spent on a noisy n for the resolution.
+SIZE_SHARE = 0.05
+
+
+def resolution_size(
+    n: int, epsilon: float, neighbours: str, size_hint: int | None, noise: KeyedNoise,
+    context: tuple[int | str, ...],
+) -> tuple[float, float]:
+    """(n for choosing a depth or grid, ε left for the counts) — the size is private under
+    add/remove, so it is never read there.
+
+    replace: n is public. add/remove with ``size_hint`` (a public bound or estimate, e.g. the
+    expected batch size): the hint. add/remove without: n + Lap_Z(1/(SIZE_SHARE·ε)), which
+    spends SIZE_SHARE·ε of the budget (basic composition; the counts get the rest).
+    """
+    if neighbours == "replace":
+        return float(n), epsilon
+    if size_hint is not None:
+        if size_hint < 0:
+            raise ConfigError(f"size_hint ({size_hint}) must be >= 0")
+        return float(size_hint), epsilon
+    spent = SIZE_SHARE * epsilon
+    lap = noise.discrete_laplace_at(1.0 / spent, (*context, "size"), 0, 0)[0]
+    return float(max(n + int(lap), 1)), epsilon - spent  # privacy: P7 (resolution from noise)
 
 
 def pmm_depth(n: int, epsilon: float, d: int, max_depth: int = 20) -> int:
@@ -52,12 +76,15 @@ def pmm_leaves(
     neighbours: str = "add_remove",
     max_depth: int = 20,
     context: tuple[int | str, ...] = ("pmm",),
+    size_hint: int | None = None,
 ) -> tuple[int, np.ndarray, bytes]:
     """PMM in compact form: (depth, consistent leaf counts in Morton order, placement seed).
 
     ``context`` prefixes every noise address (and labels the placement seed), so that callers
     running PMM as a subroutine with the same key (e.g. :mod:`dpsynth.lowdim`, Alg 8) draw noise
-    independent of a plain PMM run; the default keeps the historical addresses.
+    independent of a plain PMM run; the default keeps the historical addresses. The depth
+    r = ⌈log2(εn)⌉ needs n, which is private under add/remove: :func:`resolution_size` uses
+    ``size_hint`` (public) or a noisy n bought with 5 % of ε.
     """
     if neighbours not in NEIGHBOURS:
         raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOURS}")
@@ -67,10 +94,11 @@ def pmm_leaves(
     d = arr.shape[1] if arr.ndim == 2 else 1
     pts, _ = validate_points(arr, d)
     eps = epsilon / 2 if neighbours == "replace" else epsilon  # C.9: two cells per level
-    depth = pmm_depth(len(pts), eps, d, max_depth)
+    noise = KeyedNoise(key)
+    size, eps = resolution_size(len(pts), eps, neighbours, size_hint, noise, context)
+    depth = pmm_depth(int(size), eps, d, max_depth)
     scales = pmm_scales(depth, d, eps)
     assert math.isclose(float(np.sum(1 / scales)), eps, rel_tol=1e-12)  # privacy: P7
-    noise = KeyedNoise(key)
     address = route(pts, depth=depth)
     noisy = []
     for j in range(depth + 1):
@@ -96,6 +124,7 @@ def pmm_synthesize(
     max_depth: int = 20,
     placement: str = "uniform",
     context: tuple[int | str, ...] = ("pmm",),
+    size_hint: int | None = None,
 ) -> Points:
     """Offline ε-DP synthetic points (m×d) by PMM (dissertation Alg 4, corrected per C.13).
 
@@ -111,5 +140,5 @@ def pmm_synthesize(
     arr = np.asarray(points, dtype=np.float64)
     d = arr.shape[1] if arr.ndim == 2 else 1
     depth, leaves, seed = pmm_leaves(arr, epsilon, key, neighbours=neighbours,
-                                     max_depth=max_depth, context=context)
+                                     max_depth=max_depth, context=context, size_hint=size_hint)
     return place_points(leaves, d=d, depth=depth, placement=placement, placement_seed=seed)

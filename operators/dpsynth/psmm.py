@@ -42,8 +42,9 @@ Privacy: the noisy count vector is ε-DP under **add/remove** of one record (one
 1, Prop 3.4); everything after it is post-processing. The text normalises by n, which is not
 public under add/remove; we normalise by the noisy total ``max(Σ_i (n_i + λ_i), 1)``.
 ``neighbours="replace"`` (two cells change: the online engine's notion, spec C.9) uses
-Lap_Z(2/ε) and the public n. The grid resolution is chosen from n, as offline PMM chooses its
-depth: pass ``side_bits`` from a public size bound for a strict add/remove guarantee.
+Lap_Z(2/ε) and the public n. The grid resolution needs n, private under add/remove: it comes
+from ``side_bits``, a public ``size_hint``, or a noisy n bought with 5 % of ε
+(:func:`dpsynth.offline.resolution_size`), as for offline PMM's depth.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from dpsynth._types import Points
 from dpsynth.accounting import check_composition, laplace_loss
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, effective_scale
+from dpsynth.offline import resolution_size
 from dpsynth.synthesizer import validate_points
 from dpsynth.tree import leaf_bounds, route
 
@@ -219,6 +221,7 @@ def psmm_measure(
     max_cells: int = MAX_GRID_CELLS,
     n_out: int | None = None,
     context: tuple[int | str, ...] = ("psmm",),
+    size_hint: int | None = None,
 ) -> PsmmResult:
     """ε-DP PSMM (Alg 1 + corrected Alg 2) on [0,1]^d with ℓ∞; see the module docstring.
 
@@ -234,11 +237,17 @@ def psmm_measure(
     pts, _ = validate_points(arr, d)
     n = len(pts)
     sensitivity = 2.0 if neighbours == "replace" else 1.0  # C.9: two cells change on replace
-    scale = sensitivity / epsilon
+    size, eps_counts = float(n), epsilon
+    if side_bits is None:  # the grid needs n, private under add/remove (offline.resolution_size)
+        size, eps_counts = resolution_size(n, epsilon, neighbours, size_hint, KeyedNoise(key),
+                                           context)
+    scale = sensitivity / eps_counts
     loss = laplace_loss([sensitivity], [float(effective_scale(scale))])
-    check_composition({"counts": loss}, epsilon, name="PSMM")
+    spent = {"counts": loss, "size": epsilon - eps_counts}
+    check_composition(spent, epsilon, name="PSMM")
     per_cell_eps = 1.0 / scale
-    k = psmm_side_bits(n, per_cell_eps, d, max_cells) if side_bits is None else int(side_bits)
+    k = (psmm_side_bits(int(size), per_cell_eps, d, max_cells) if side_bits is None
+         else int(side_bits))
     if k < 1 or (1 << (d * k)) > max(max_cells, 2):
         raise ConfigError(f"side_bits ({k}) must be >= 1 with 2^(d·side_bits) <= max_cells "
                           f"({max_cells}); lower side_bits or raise max_cells")

@@ -43,7 +43,24 @@ def test_pmm_is_deterministic_per_key_and_in_bounds() -> None:
 def test_replacement_neighbours_halve_the_budget() -> None:
     x = np.random.default_rng(1).random((4000, 2))
     rep = pmm_synthesize(x, 1.0, KEY, neighbours="replace")
-    half = pmm_synthesize(x, 0.5, KEY)
+    half = pmm_synthesize(x, 0.5, KEY, size_hint=len(x))
     np.testing.assert_array_equal(rep, half)
     with pytest.raises(ConfigError, match="neighbours"):
         pmm_synthesize(x, 1.0, KEY, neighbours="zcdp")
+
+
+def test_P7_add_remove_never_reads_the_private_size_for_the_depth() -> None:
+    """Under add/remove the depth comes from a public hint or a noisy n (5 % of ε): two inputs
+    that differ in one record get depths from noisy sizes, and the accounting still sums to ε."""
+    from dpsynth.noise import KeyedNoise
+    from dpsynth.offline import SIZE_SHARE, resolution_size
+
+    noise = KeyedNoise(KEY)
+    size, rest = resolution_size(4096, 1.0, "add_remove", None, noise, ("pmm",))
+    assert rest == pytest.approx(1.0 - SIZE_SHARE)
+    assert size != 4096 and abs(size - 4096) < 20 / SIZE_SHARE  # Lap_Z(20): a few scales
+    assert resolution_size(4096, 1.0, "add_remove", 5000, noise, ("pmm",)) == (5000.0, 1.0)
+    assert resolution_size(4096, 0.5, "replace", None, noise, ("pmm",)) == (4096.0, 0.5)
+    # the same noise address for neighbouring inputs: the size moves by exactly one
+    other, _ = resolution_size(4097, 1.0, "add_remove", None, noise, ("pmm",))
+    assert other - size == 1

@@ -148,9 +148,11 @@ def test_same_key_same_output_other_key_differs() -> None:
 
 def test_replace_doubles_the_noise_and_keeps_n() -> None:
     x = np.random.default_rng(3).random((500, 2))
-    add = psmm_measure(x, 1.0, KEY)
+    add = psmm_measure(x, 1.0, KEY, size_hint=500)
     rep = psmm_measure(x, 1.0, KEY, neighbours="replace")
     assert add.metadata["noise_scale"] == 1.0 and rep.metadata["noise_scale"] == 2.0
+    private = psmm_measure(x, 1.0, KEY)  # no public size: 5 % of ε buys a noisy n for the grid
+    assert private.metadata["noise_scale"] == pytest.approx(1 / 0.95)
     assert rep.metadata["n_out"] == 500
     assert rep.metadata["privacy_loss"] <= 1.0 and add.metadata["privacy_loss"] <= 1.0
 
