@@ -41,6 +41,7 @@ from dpsynth.tabular.workloads import Workloads
 METHODS = ("proposed", "baseline")
 NEIGHBOURS = {"add_remove": 1.0, "replace": 2.0}
 BIASES = ("none", "paper", "scaled")
+SCORES = ("mean", "l1")
 ESTIMATORS = ("alg3", "sample")
 _SNAPSHOT_KIND = "dpsynth.tabular.v1"
 
@@ -94,13 +95,15 @@ class TabularSynthesizer:
         fit_rule: str = "ratio",
         rejuvenate_every: int = 5,
         estimator: str = "alg3",
+        score: str = "mean",
         partition: int = 0,
     ) -> None:
         if not isinstance(domain, Domain):
             raise ConfigError("domain must be a dpsynth.tabular.Domain (Domain.from_json_file)")
         choices = (("method", method, METHODS), ("counter", counter, COUNTERS),
                    ("fit", fit, ("mw",)), ("neighbours", neighbours, tuple(NEIGHBOURS)),
-                   ("bias", bias, BIASES), ("fit_rule", fit_rule, RULES))
+                   ("bias", bias, BIASES), ("fit_rule", fit_rule, RULES),
+                   ("score", score, SCORES))
         for name, value, allowed in choices:
             if value not in allowed:
                 raise ConfigError(f"`{name}` ({value!r}) must be one of {list(allowed)}")
@@ -129,7 +132,10 @@ class TabularSynthesizer:
         self.worst_case_loss = check_select_measure_budget(  # privacy: P1 (issue 7)
             self.epsilon, self.k, self.eps_select, self.eps_measure)
         self.s = NEIGHBOURS[neighbours]
-        self.em_sensitivity = self.s / float(self.workloads.cells.min())  # §7.2: 1/4 for 2×2
+        self.score = score
+        # §7.2: Δ = 1/min|q_i| (1/4 for 2×2) for the per-cell score; Δ = 1 for the L1 score
+        self.em_sensitivity = self.s / (float(self.workloads.cells.min()) if score == "mean"
+                                        else 1.0)
         self._noise = KeyedNoise(key)
         self._ctx = ("tabular", partition, method, counter)
         self.ledger = StepLedger(self.epsilon)
@@ -159,7 +165,7 @@ class TabularSynthesizer:
             "block_size": self.block_size, "support_size": self.support_size,
             "full_domain_limit": self.full_domain_limit, "fit_passes": self.fit_passes,
             "fit_rule": self.fit_rule, "rejuvenate_every": self.rejuvenate_every,
-            "estimator": self.estimator, "partition": self.partition,
+            "estimator": self.estimator, "score": self.score, "partition": self.partition,
         }
 
     def metadata(self) -> dict[str, Any]:
@@ -215,8 +221,9 @@ class TabularSynthesizer:
 
     def _scores(self, target: list[np.ndarray], h: np.ndarray, open_: list[int]) -> np.ndarray:
         answers = self.model.answers(h)
-        scores = np.array([np.abs(target[i] - answers[i]).sum() / self.workloads.cells[i]
-                           for i in open_])
+        scores = np.array([np.abs(target[i] - answers[i]).sum() for i in open_])
+        if self.score == "mean":
+            scores = scores / self.workloads.cells[open_]
         if self.bias == "paper":
             scores -= self.workloads.cells[open_]
         elif self.bias == "scaled":
