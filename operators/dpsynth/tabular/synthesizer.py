@@ -96,6 +96,7 @@ class TabularSynthesizer:
         rejuvenate_every: int = 5,
         estimator: str = "alg3",
         score: str = "mean",
+        pooled_marginals: bool = False,
         partition: int = 0,
     ) -> None:
         if not isinstance(domain, Domain):
@@ -133,6 +134,7 @@ class TabularSynthesizer:
             self.epsilon, self.k, self.eps_select, self.eps_measure)
         self.s = NEIGHBOURS[neighbours]
         self.score = score
+        self.pooled_marginals = bool(pooled_marginals)
         # §7.2: Δ = 1/min|q_i| (1/4 for 2×2) for the per-cell score; Δ = 1 for the L1 score
         self.em_sensitivity = self.s / (float(self.workloads.cells.min()) if score == "mean"
                                         else 1.0)
@@ -165,7 +167,8 @@ class TabularSynthesizer:
             "block_size": self.block_size, "support_size": self.support_size,
             "full_domain_limit": self.full_domain_limit, "fit_passes": self.fit_passes,
             "fit_rule": self.fit_rule, "rejuvenate_every": self.rejuvenate_every,
-            "estimator": self.estimator, "score": self.score, "partition": self.partition,
+            "estimator": self.estimator, "score": self.score,
+            "pooled_marginals": self.pooled_marginals, "partition": self.partition,
         }
 
     def metadata(self) -> dict[str, Any]:
@@ -258,6 +261,8 @@ class TabularSynthesizer:
                                rule=self.fit_rule)
             history.append(h)
         g = np.mean(history, axis=0)
+        if self.pooled_marginals:
+            g = self._fit_pooled_marginals(g)
         answers = self.model.answers(g)
         for i in open_:  # Alg 3 lines 17–19: unselected workloads take the model's value
             self.remainders[i] = answers[i] - self.counters[i].value
@@ -297,6 +302,33 @@ class TabularSynthesizer:
         others = [(i, self.counters[i].value * (scale / self.fed_records[i]))
                   for i in np.flatnonzero(self.fed_records > 0) if int(i) not in now]
         return others + measured
+
+    def _fit_pooled_marginals(self, g: np.ndarray) -> np.ndarray:
+        """Post-processing (docs/tabular.md T16): each attribute's 1-way marginal estimated
+        from every counter whose workload contains it — Σ_i margin(C_i(t)) / Σ_i (records fed
+        to C_i), times |f_t| — and fitted by one multiplicative (ratio) step per attribute."""
+        sizes, n = self.workloads.sizes, float(self.records_seen)
+        sums = [np.zeros(s_) for s_ in sizes]
+        fed = np.zeros(len(sizes))
+        for i, (a, b) in enumerate(self.workloads.pairs):
+            if self.fed_records[i] == 0:
+                continue
+            table = self.counters[i].value.reshape(sizes[a], sizes[b]).astype(np.float64)
+            sums[a] += table.sum(axis=1)
+            sums[b] += table.sum(axis=0)
+            fed[a] += self.fed_records[i]
+            fed[b] += self.fed_records[i]
+        w = g.copy()
+        total = float(w.sum())
+        for a, size in enumerate(sizes):
+            if fed[a] == 0 or total <= 0:
+                continue
+            target = np.maximum(sums[a], 0.0) * (n / fed[a])
+            codes = self.model.support[:, a]
+            q = np.bincount(codes, weights=w, minlength=size)
+            w *= ((target + 1e-3) / (q + 1e-3))[codes]
+            w *= total / w.sum()
+        return w
 
     # -- snapshots ------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ def _synth(**kw) -> TabularSynthesizer:
 CONFIGS = [dict(), dict(counter="block", block_size=3), dict(counter="unbounded_block"),
            dict(method="baseline"), dict(neighbours="replace", bias="paper"),
            dict(full_domain_limit=10, support_size=300, rejuvenate_every=2),
-           dict(estimator="sample", fit_rule="paper")]
+           dict(estimator="sample", fit_rule="paper"),
+           dict(pooled_marginals=True, score="l1")]
 
 
 @pytest.mark.parametrize("cfg", CONFIGS)
