@@ -67,6 +67,14 @@ class TabularSynthesizer:
     bias
         Selection bias term: ``"none"`` (default), ``"paper"`` (−|X_cols| as printed) or
         ``"scaled"`` (−1, a no-op under EM).
+    block_size
+        B of the bounded ``"block"`` counter.
+    support_size, full_domain_limit, fit_passes, fit_rule, rejuvenate_every
+        The MW model (:mod:`dpsynth.tabular.model`; docs/tabular.md T4).
+    estimator, score, pooled_marginals
+        Measured variants (docs/tabular.md T6, T9, T16); the defaults are Alg 3 as printed.
+    partition
+        Input partition served; enters every noise context.
 
     >>> dom = Domain.from_dict({"a": 2, "b": 3, "c": 2})
     >>> synth = TabularSynthesizer(dom, 1.0, bytes(32), release_every=10)
