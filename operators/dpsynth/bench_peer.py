@@ -46,8 +46,8 @@ PHDSTREAM_W1_REPLACE = {
 PHDSTREAM_RECORDS_PER_S = (100_000 / 1018, 100_000 / 580)
 SCHEDULES: dict[str, dict[str, Any]] = {
     "adaptive": {"schedule": "adaptive", "neighbours": "add_remove"},
-    "adaptive-last": {"schedule": "adaptive", "neighbours": "add_remove",
-                      "current_shape": "last"},
+    "adaptive-pooled": {"schedule": "adaptive", "neighbours": "add_remove",
+                        "current_shape": "pooled"},
     "blocks": {"schedule": "blocks", "neighbours": "add_remove"},
     # the papers' replacement notion: adaptive against the accurate default and PMM-rep
     "adaptive@replace": {"schedule": "adaptive", "neighbours": "replace"},

@@ -42,6 +42,9 @@ from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.privtree import noisy_leaf_counts, privtree_leaves, privtree_params
 
 NEIGHBOUR_NOTIONS = ("replace", "add_remove")
+#: adaptive releases drop PrivTree leaves whose noisy count is at most this many noise scales:
+#: an empty leaf's clipped noise is phantom mass (≈ half a scale each, hundreds of leaves).
+LEAF_FLOOR_SCALES = 2.0
 BLOCK_SCHEDULES = ("adaptive", "blocks")
 
 
@@ -136,7 +139,7 @@ class BlockEngine:
         noise: KeyedNoise,
         context: tuple[int | str, ...],
         max_depth: int,
-        current_shape: str = "pooled",
+        current_shape: str = "last",
     ) -> None:
         if current_shape not in ("pooled", "last"):
             raise ConfigError(f"current_shape ({current_shape!r}) must be 'pooled' or 'last'")
@@ -255,7 +258,8 @@ class BlockEngine:
         if not self.blocks or total == 0:
             return 0, np.array([total], np.int64)
         if self._masses is None:  # completed blocks change only at a block's end: cache
-            self._masses = _pooled_intervals(self.blocks, self.max_depth)
+            floor = LEAF_FLOOR_SCALES / self.budget.counts if self.schedule == "adaptive" else 0.0
+            self._masses = _pooled_intervals(self.blocks, self.max_depth, floor)
         depth, starts, widths, pooled, last = self._masses
         b = block_of(self.step + 1)
         open_size = max(self._open_size(b, len(self._step_counts))[0], 0.0)
@@ -314,13 +318,15 @@ def _systematic_counts(starts, widths, before, rate, total, u, out):  # type: ig
         out[starts[i] + offset] += 1
 
 
-def _block_intervals(block: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray]:
+def _block_intervals(block: dict[str, Any], depth: int,
+                     floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """A block's leaves as sorted Morton interval starts at ``depth`` and per-cell densities.
 
     Leaves deeper than ``depth`` (stragglers, :func:`_mass_depth`) are merged into their
     depth-``depth`` ancestor, their mass spread over it.
     """
-    counts = np.maximum(block["counts"], 0).astype(np.float64)
+    raw = block["counts"]
+    counts = np.where(raw > floor, raw, 0).astype(np.float64)  # floor 0: clip negatives
     if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
         counts *= max(float(block["size"]), 0.0) / counts.sum()
     leaf_depths = np.minimum(block["depths"], depth)
@@ -350,7 +356,7 @@ def _mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
 
 
 def _pooled_intervals(
-    blocks: list[dict[str, Any]], max_depth: int
+    blocks: list[dict[str, Any]], max_depth: int, floor: float = 0.0
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(D, union interval starts, widths, pooled density, last block's density) at depth D.
 
@@ -358,7 +364,7 @@ def _pooled_intervals(
     of every block: its density is the sum of those leaves' densities.
     """
     depth = min(max_depth, max(_mass_depth(blk) for blk in blocks))
-    per_block = [_block_intervals(blk, depth) for blk in blocks]
+    per_block = [_block_intervals(blk, depth, floor) for blk in blocks]
     starts = np.unique(np.concatenate([s for s, _ in per_block]))
     widths = np.diff(np.concatenate([starts, [1 << depth]]))
     densities = [dens[np.searchsorted(s, starts, side="right") - 1] for s, dens in per_block]

@@ -61,6 +61,8 @@ class PrivTreeParams:
         Nodes of this depth are leaves without a decision.
     path_loss
         The exact worst-case loss of the decisions on one root-to-leaf path (≤ epsilon).
+    stride
+        Tree levels per decision: 1 (β = 2, halves) or d (β = 2^d, e.g. quadrants in 2-D).
     """
 
     epsilon: float
@@ -69,6 +71,12 @@ class PrivTreeParams:
     theta_units: int
     max_depth: int
     path_loss: float
+    stride: int = 1
+
+    @property
+    def fanout(self) -> int:
+        """β = 2^stride children per split (stride = tree levels per decision)."""
+        return 1 << self.stride
 
     @property
     def lam(self) -> float:
@@ -97,7 +105,7 @@ def _decision_log_probabilities(
 
 
 def biased_counts(counts: np.ndarray, depth: int, delta_units: int, theta_units: int) -> np.ndarray:
-    """b(v)·GRID = max(c·GRID − k·δ, θ − δ) for nodes of depth k (Alg 1 line 4)."""
+    """b(v)·GRID = max(c·GRID − k·δ, θ − δ) for nodes k decisions deep (Alg 1 line 4)."""
     c = np.asarray(counts, dtype=np.int64) * GRID
     return np.maximum(c - depth * delta_units, theta_units - delta_units)
 
@@ -139,7 +147,7 @@ def privtree_path_loss(
 
 @lru_cache(maxsize=64)
 def privtree_params(
-    epsilon: float, *, max_depth: int, theta: float = 0.0
+    epsilon: float, *, max_depth: int, theta: float = 0.0, stride: int = 1
 ) -> PrivTreeParams:
     """The smallest decision scale λ (δ = ⌈λ ln 2⌉ on the grid) whose exact path loss is ≤ ε_s.
 
@@ -151,15 +159,20 @@ def privtree_params(
         raise ConfigError(f"PrivTree budget ({epsilon!r}) must be a finite number > 0")
     if not isinstance(max_depth, int) or not 0 <= max_depth <= 62:
         raise ConfigError(f"max_depth ({max_depth!r}) must be an integer in [0, 62]")
+    if stride not in (1, 2, 3):
+        raise ConfigError(f"stride ({stride!r}) must be 1, 2 or 3 tree levels per decision")
     theta_units = int(round(theta * GRID))
+    decisions = max_depth // stride  # decision levels; their children are leaves at the end
+    beta = 1 << stride
 
     def loss_at(scale: float) -> tuple[float, float, int]:
         scale_units = scale * GRID
-        delta_units = int(math.ceil(scale_units * math.log(2)))
-        return (privtree_path_loss(scale_units, delta_units, theta_units, max_depth),
+        delta_units = int(math.ceil(scale_units * math.log(beta)))
+        return (privtree_path_loss(scale_units, delta_units, theta_units, decisions),
                 scale_units, delta_units)
 
-    low, high = 0.75 / epsilon, 6.0 / epsilon  # λ_PrivTree = 3/ε_s lies inside
+    nominal = (2 * beta - 1) / ((beta - 1) * epsilon)  # Zhang et al.'s λ for fan-out β
+    low, high = nominal / 4, 2 * nominal
     if loss_at(high)[0] > epsilon:
         raise ConfigError(f"no PrivTree scale found for budget {epsilon}; use a larger budget")
     for _ in range(24):
@@ -170,7 +183,8 @@ def privtree_params(
             low = mid
     loss, scale_units, delta_units = loss_at(high)
     assert loss <= epsilon  # privacy: P10
-    return PrivTreeParams(epsilon, scale_units, delta_units, theta_units, max_depth, loss)
+    return PrivTreeParams(epsilon, scale_units, delta_units, theta_units,
+                          decisions * stride, loss, stride)
 
 
 def _node_counts(cells: CellIds, weights: Counts, prefixes: CellIds, depth: int,
@@ -202,9 +216,12 @@ def privtree_leaves(
     cells = np.asarray(cells, dtype=np.uint64)
     weights = np.asarray(weights, dtype=np.int64)
     split_context = (*context, "split")
+    stride, fanout = params.stride, params.fanout
+    children = np.arange(fanout, dtype=np.uint64)
     active = np.zeros(1, dtype=np.uint64)
     depths, prefixes = [], []
-    for k in range(params.max_depth + 1):
+    for i in range(params.max_depth // stride + 1):  # decision level i: tree depth i·stride
+        k = i * stride
         if active.size == 0:
             break
         if k == params.max_depth:
@@ -212,13 +229,13 @@ def privtree_leaves(
             prefixes.append(active)
             break
         counts = _node_counts(cells, weights, active, k, address_depth)
-        b = biased_counts(counts, k, params.delta_units, params.theta_units)
+        b = biased_counts(counts, i, params.delta_units, params.theta_units)
         z = noise.discrete_laplace_at(params.scale_units, split_context, active, k)
         split = b + z > params.theta_units  # privacy: P10 (exact integer comparison)
         depths.append(np.full(int((~split).sum()), k, np.int64))
         prefixes.append(active[~split])
-        parents = active[split] << np.uint64(1)
-        active = np.stack([parents, parents | np.uint64(1)], axis=1).reshape(-1)
+        parents = active[split] << np.uint64(stride)
+        active = (parents[:, None] | children[None, :]).reshape(-1)
     depth_arr = np.concatenate(depths) if depths else np.zeros(0, np.int64)
     prefix_arr = np.concatenate(prefixes) if prefixes else np.zeros(0, np.uint64)
     return depth_arr, prefix_arr

@@ -29,7 +29,13 @@ import numpy as np
 from dpsynth._types import Counts, Points
 from dpsynth.accounting import Schedule, check_budget, paper_schedule
 from dpsynth.accurate import AccurateTree, accurate_schedule
-from dpsynth.blocks import BLOCK_SCHEDULES, NEIGHBOUR_NOTIONS, BlockEngine, block_budget
+from dpsynth.blocks import (
+    BLOCK_SCHEDULES,
+    LEAF_FLOOR_SCALES,
+    NEIGHBOUR_NOTIONS,
+    BlockEngine,
+    block_budget,
+)
 from dpsynth.clock import TickClock, level_of, level_start
 from dpsynth.consistency import MAX_COUNT, make_consistent
 from dpsynth.counters.level import LevelCounters
@@ -99,6 +105,13 @@ class OnlineSynthesizer:
         level's ticks, so releases move within a level (default 0: they move at level ends).
     alpha
         Accurate mode: depth ratio of the schedule (default 2^{(1−1/d)/2}).
+    neighbours
+        ``"replace"`` (default; the papers' notion, t public) or ``"add_remove"`` (one record
+        more or less in one step; releases carry a noisy size). add/remove needs
+        ``schedule="adaptive"`` or ``"blocks"`` (docs/privacy.md P9).
+    current_shape
+        Block schedules: the open block's records are placed like the latest completed block
+        (``"last"``, default: follows drift) or like all completed blocks (``"pooled"``).
 
     Examples
     --------
@@ -124,7 +137,7 @@ class OnlineSynthesizer:
         fresh: float = 0.0,
         alpha: float | None = None,
         neighbours: str = "replace",
-        current_shape: str = "pooled",
+        current_shape: str = "last",
     ) -> None:
         if not isinstance(d, int) or d < 1:
             raise ConfigError(f"d ({d!r}) must be an integer >= 1")
@@ -168,7 +181,8 @@ class OnlineSynthesizer:
             budget = block_budget(self.epsilon, neighbours, str(schedule))  # privacy: P9
             self.worst_case_loss = budget.worst_case_loss
             self.schedule_params = {"size": budget.size, "structure": budget.structure,
-                                    "counts": budget.counts, "current_shape": current_shape}
+                                    "counts": budget.counts, "current_shape": current_shape,
+                                    "leaf_floor_scales": LEAF_FLOOR_SCALES}
             self._blocks = BlockEngine(d, budget, str(schedule), self._noise,
                                        ("dpsynth", "partition", self.partition, str(schedule)),
                                        max_depth, current_shape)

@@ -169,3 +169,16 @@ def test_split_frequency_matches_the_decision_probability() -> None:
     prob = _split_prob(int(b[0]), params.theta_units, params.scale_units)
     assert abs(freq - prob) < 4 * math.sqrt(prob * (1 - prob) / 4000)
     assert prob < 0.5  # empty subtrees die out (expected children per empty node < 1)
+
+
+def test_quadrant_splits_partition_the_cube_and_spend_at_most_the_budget() -> None:
+    params = privtree_params(0.5, max_depth=12, stride=2)
+    assert params.fanout == 4 and params.path_loss <= 0.5
+    assert params.lam < privtree_params(0.5, max_depth=12).lam  # (2β−1)/(β−1) shrinks with β
+    rng = np.random.default_rng(6)
+    cells, weights = _histogram(rng.random((3000, 2)) ** 2, 12)
+    depths, prefixes = privtree_leaves(cells, weights, params, KeyedNoise(KEY), ("q",),
+                                       address_depth=12)
+    assert set(np.unique(depths) % 2) == {0}  # decisions every two levels only
+    widths = np.left_shift(1, 12 - depths)
+    assert int(widths.sum()) == 1 << 12  # the leaves tile the cube
