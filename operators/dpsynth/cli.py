@@ -492,10 +492,12 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
                    "beyond, and summary.json says so).")
 @click.option("--run-id", default="local", show_default=True,
               help="run_id written in every release record.")
-@click.option("--schedule", type=click.Choice(["accurate", "paper", "adaptive", "blocks"]),
-              default="accurate", show_default=True,
-              help="accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1 verbatim; "
-                   "adaptive: PrivTree histograms of doubling step blocks; blocks: PMM ones.")
+@click.option("--schedule",
+              type=click.Choice(["auto", "accurate", "paper", "adaptive", "blocks"]),
+              default="auto", show_default=True,
+              help="auto: adaptive for d >= 2 or add/remove, else accurate (the measured "
+                   "winners); adaptive: PrivTree histograms of doubling step blocks; blocks: "
+                   "PMM ones; accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1.")
 @click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
               show_default=True,
               help="replace: the papers' notion (t public); add_remove: one record more or "
@@ -521,6 +523,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     synth = OnlineSynthesizer(source.d, epsilon, key, release_every, schedule=schedule,
                               max_depth=max_depth, neighbours=neighbours, **options)
     console.print(f"input: {source.label}")
+    schedule = synth.schedule_name  # "auto" resolved
     console.print(f"d = {source.d}, ε = {epsilon:g} ({schedule} schedule), a release every "
                   f"{release_every:,} records, max depth {max_depth}; writing to {out}/")
     out.mkdir(parents=True, exist_ok=True)

@@ -46,6 +46,16 @@ from dpsynth.state import pack_state, unpack_state
 from dpsynth.tree import MAX_TREE_DEPTH, route
 
 SCHEDULES = ("paper", "accurate", *BLOCK_SCHEDULES)
+#: ``schedule="auto"``: the measured winner (docs/benchmarks.md §12) — adaptive for d ≥ 2 and
+#: under add/remove, accurate for d = 1 under replacement.
+AUTO = "auto"
+
+
+def resolve_schedule(schedule: str | Schedule, d: int, neighbours: str) -> str | Schedule:
+    """The concrete schedule of ``"auto"``; any other value unchanged."""
+    if schedule != AUTO:
+        return schedule
+    return "adaptive" if d >= 2 or neighbours == "add_remove" else "accurate"
 DEFAULT_MAX_DEPTH = 20
 
 
@@ -89,7 +99,10 @@ class OnlineSynthesizer:
     release_every
         N: a tick, and a release, every N records.
     schedule
-        ``"accurate"`` (default; :mod:`dpsynth.accurate`, issue 5's measured best design), or
+        ``"auto"`` (default): ``"adaptive"`` for d ≥ 2 or under add/remove, else
+        ``"accurate"`` — the winners of docs/benchmarks.md §12. ``"adaptive"``: PrivTree
+        histograms of doubling blocks of steps (:mod:`dpsynth.blocks`, issue 8); ``"blocks"``:
+        the same with PMM histograms; ``"accurate"``: :mod:`dpsynth.accurate` (issue 5);
         ``"paper"``: ε_{j,r} of HVZ eq. (4.1) for d ≥ 2 and (5.1) for d = 1 with Sparse
         Counting per cell (faithful reproduction, 4–12× less accurate); or a
         :class:`~dpsynth.accounting.Schedule` (snapshots then store only its name, so restore
@@ -129,7 +142,7 @@ class OnlineSynthesizer:
         epsilon: float,
         key: bytes,
         release_every: int,
-        schedule: str | Schedule = "accurate",
+        schedule: str | Schedule = "auto",
         max_depth: int = DEFAULT_MAX_DEPTH,
         *,
         placement: str = "uniform",
@@ -141,6 +154,7 @@ class OnlineSynthesizer:
     ) -> None:
         if not isinstance(d, int) or d < 1:
             raise ConfigError(f"d ({d!r}) must be an integer >= 1")
+        schedule = resolve_schedule(schedule, d, neighbours)
         if isinstance(schedule, Schedule):
             if schedule.d != d or schedule.epsilon != float(epsilon):
                 raise ConfigError(

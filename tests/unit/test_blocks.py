@@ -148,7 +148,7 @@ def test_step_marker_ends_a_step_early() -> None:
     assert synth.extend(_points(999)) == []  # the next step counts from the marker
     assert len(synth.extend(_points(1))) == 1
     with pytest.raises(ConfigError, match="step"):
-        OnlineSynthesizer(2, 1.0, KEY, 100).step()
+        OnlineSynthesizer(2, 1.0, KEY, 100, schedule="accurate").step()
 
 
 def test_P9_a_record_added_to_one_step_changes_only_its_block() -> None:
@@ -217,7 +217,7 @@ def test_run_command_with_add_remove_writes_noisy_size_releases(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["records_accepted"] == 3000
     refused = CliRunner().invoke(main, ["run", "--points", "600", "--neighbours", "add_remove",
-                                        "--out", str(tmp_path / "x")])
+                                        "--schedule", "accurate", "--out", str(tmp_path / "x")])
     assert refused.exit_code != 0 and "schedule='adaptive'" in refused.output
 
 

@@ -478,11 +478,11 @@ def default_schedule() -> str:
 
 
 def _schedule(r: _Reader) -> str:
-    from dpsynth.synthesizer import SCHEDULES
+    from dpsynth.synthesizer import AUTO, SCHEDULES
 
     value = r.raw("DPSYNTH_SCHEDULE") or default_schedule()
-    if value not in SCHEDULES:
-        raise ConfigError(f"DPSYNTH_SCHEDULE ({value!r}) must be one of {SCHEDULES}")
+    if value not in (AUTO, *SCHEDULES):
+        raise ConfigError(f"DPSYNTH_SCHEDULE ({value!r}) must be one of {(AUTO, *SCHEDULES)}")
     return value
 
 
