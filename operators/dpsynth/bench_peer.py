@@ -27,6 +27,7 @@ from dpsynth.bench_modes import w1
 from dpsynth.eval.queries import random_boxes, relative_range_error
 from dpsynth.offline import pmm_synthesize
 from dpsynth.synthesizer import OnlineSynthesizer
+from dpsynth.tree import route
 
 #: PHDStream at add/remove ε = 1, batches of 500, 3 seeds (peer-phdstream.md): W1 by (data, t).
 PHDSTREAM_W1 = {
@@ -81,6 +82,21 @@ def _stream_releases(x: np.ndarray, key: bytes, options: dict[str, Any],
     return out, seconds
 
 
+def ingest_only_seconds(x: np.ndarray, key: bytes) -> float:
+    """Seconds to route ``x`` and run its steps (500 records) and block histograms through the
+    adaptive engine without making releases: the ingest side alone."""
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=key, release_every=STEP,
+                              **SCHEDULES["adaptive"])
+    engine = synth._blocks  # the step engine under the synthesizer (no release per step)
+    assert engine is not None
+    began = time.perf_counter()
+    addresses = route(x, depth=synth.max_depth)
+    for start in range(0, len(addresses), STEP):
+        engine.add(addresses[start:start + STEP])
+        engine.end_step()
+    return time.perf_counter() - began
+
+
 def peer_rows(seeds: int = 5, sizes: Iterable[int] = SIZES, include_gowalla: bool = True,
               schedules: Iterable[str] = tuple(SCHEDULES)) -> list[dict[str, Any]]:
     """One row per (data, t, seed, method): W1, metric, range error; plus timing rows."""
@@ -93,6 +109,9 @@ def peer_rows(seeds: int = 5, sizes: Iterable[int] = SIZES, include_gowalla: boo
         for seed in range(seeds):
             x = make(max(sizes), seed)
             key = (5000 + seed).to_bytes(32, "big")
+            rows.append({"data": data, "seed": seed, "method": "adaptive (ingest only)",
+                         "kind": "speed", "records": len(x),
+                         "seconds": ingest_only_seconds(x, key)})
             for name in schedules:
                 released, seconds = _stream_releases(x, key, SCHEDULES[name], sizes)
                 rows.append({"data": data, "seed": seed, "method": name, "kind": "speed",
@@ -147,7 +166,7 @@ def summarise_peer(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 best = min(candidates, key=lambda r: r["w1"])["method"]
                 winners[f"{data}@{t} ({notion})"] = best
     speed = {}
-    for method in SCHEDULES:
+    for method in (*SCHEDULES, "adaptive (ingest only)"):
         runs = [r for r in rows if r["kind"] == "speed" and r["method"] == method]
         if runs:
             rate = median(r["records"] / r["seconds"] for r in runs)
@@ -175,5 +194,7 @@ def print_peer(summary: dict[str, Any], console: Any) -> None:
         f"{k} → {v}" for k, v in summary["winners"].items()))
     for method, s in summary["speed"].items():
         lo, hi = s["vs_phdstream"]
-        console.print(f"{method}: {s['records_per_s']:,.0f} records/s end to end "
-                      f"(a release every {STEP}); {lo:,.0f}–{hi:,.0f}× PHDStream")
+        how = ("route, steps and block histograms, no release" if "ingest" in method
+               else f"end to end, a release every {STEP}")
+        console.print(f"{method}: {s['records_per_s']:,.0f} records/s ({how}); "
+                      f"{lo:,.0f}–{hi:,.0f}× PHDStream")
