@@ -55,9 +55,8 @@ from dpsynth._types import Points
 from dpsynth.accounting import check_composition, laplace_loss
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, effective_scale
-from dpsynth.offline import pmm_depth, pmm_scales, pmm_synthesize
+from dpsynth.offline import checked_input, pmm_depth, pmm_scales, pmm_synthesize
 from dpsynth.psmm import MAX_GRID_CELLS, psmm_measure
-from dpsynth.synthesizer import validate_points
 
 #: Grid refinement of the exact-Laplace discretisation: g = sensitivity / K.
 GRID_REFINEMENT = 1024
@@ -171,11 +170,7 @@ def lowdim_release(
         )
     if subroutine not in SUBROUTINES or region not in REGIONS:
         raise ConfigError(f"subroutine must be one of {SUBROUTINES} and region one of {REGIONS}")
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigError(f"epsilon ({epsilon!r}) must be a finite number > 0")
-    arr = np.asarray(points, dtype=np.float64)
-    d = arr.shape[1] if arr.ndim == 2 else 1
-    x, _ = validate_points(arr, d)
+    x, d = checked_input(points, epsilon, neighbours)
     n = len(x)
     if d < 2 or n < 2:
         raise ConfigError(f"lowdim needs d >= 2 and n >= 2 (got d = {d}, n = {n}); use pmm")

@@ -55,6 +55,20 @@ def resolution_size(
     return float(max(n + int(lap), 1)), epsilon - spent  # privacy: P7 (resolution from noise)
 
 
+def checked_input(
+    points: Points | np.ndarray, epsilon: float, neighbours: str
+) -> tuple[Points, int]:
+    """The points as n×d in [0,1] and d, after refusing a bad notion, ε or shape (fix named)."""
+    if neighbours not in NEIGHBOURS:
+        raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOURS}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"epsilon ({epsilon!r}) must be a finite number > 0")
+    arr = np.asarray(points, dtype=np.float64)
+    d = arr.shape[1] if arr.ndim == 2 else 1
+    pts, _ = validate_points(arr, d)
+    return pts, d
+
+
 def pmm_depth(n: int, epsilon: float, d: int, max_depth: int = 20) -> int:
     """r = ⌈log2(εn)⌉ (d ≥ 2) or ⌈log2(εn)⌉ − 1 (d = 1), at least 0 and at most max_depth."""
     r = math.ceil(math.log2(max(epsilon * n, 1.0))) - (1 if d == 1 else 0)
@@ -86,13 +100,7 @@ def pmm_leaves(
     r = ⌈log2(εn)⌉ needs n, which is private under add/remove: :func:`resolution_size` uses
     ``size_hint`` (public) or a noisy n bought with 5 % of ε.
     """
-    if neighbours not in NEIGHBOURS:
-        raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOURS}")
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigError(f"epsilon ({epsilon!r}) must be a finite number > 0")
-    arr = np.asarray(points, dtype=np.float64)
-    d = arr.shape[1] if arr.ndim == 2 else 1
-    pts, _ = validate_points(arr, d)
+    pts, d = checked_input(points, epsilon, neighbours)
     eps = epsilon / 2 if neighbours == "replace" else epsilon  # C.9: two cells per level
     noise = KeyedNoise(key)
     size, eps = resolution_size(len(pts), eps, neighbours, size_hint, noise, context)

@@ -62,8 +62,7 @@ from dpsynth._types import Points
 from dpsynth.accounting import check_composition, laplace_loss
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, effective_scale
-from dpsynth.offline import resolution_size
-from dpsynth.synthesizer import validate_points
+from dpsynth.offline import checked_input, resolution_size
 from dpsynth.tree import leaf_bounds, route
 
 NEIGHBOURS = ("add_remove", "replace")
@@ -228,13 +227,7 @@ def psmm_measure(
     Noise: Lap_Z(1/ε) (add/remove) or Lap_Z(2/ε) (replace) at addresses
     ((*context, "cell", k), stream = Morton cell, event 0).
     """
-    if neighbours not in NEIGHBOURS:
-        raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOURS}")
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigError(f"epsilon ({epsilon!r}) must be a finite number > 0")
-    arr = np.asarray(points, dtype=np.float64)
-    d = arr.shape[1] if arr.ndim == 2 else 1
-    pts, _ = validate_points(arr, d)
+    pts, d = checked_input(points, epsilon, neighbours)
     n = len(pts)
     sensitivity = 2.0 if neighbours == "replace" else 1.0  # C.9: two cells change on replace
     size, eps_counts = float(n), epsilon

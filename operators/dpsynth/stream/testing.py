@@ -444,6 +444,23 @@ class WorkerProcess:
         self.stop()
 
 
+def check_release_record(
+    r: TopicRecord, expected_sets: dict[tuple[int, int], set[bytes]], run_id: str
+) -> tuple[int, int]:
+    """Assert one synthetic-topic record belongs to ``run_id`` and equals, byte for byte, a
+    record of the embedded release its key names; returns that (partition, sequence)."""
+    assert r.key is not None and r.value is not None, f"record {r.offset} has no key/value"
+    run, partition, sequence = r.key.decode().rsplit("/", 2)
+    slot = (int(partition), int(sequence))
+    assert run == run_id, f"record of another run {run!r}"
+    assert slot in expected_sets, f"unexpected release {slot} at {r.partition}:{r.offset}"
+    assert r.value in expected_sets[slot], (
+        f"record at {r.partition}:{r.offset} of release {slot} differs from the embedded "
+        "engine's (a differently-noised or corrupt duplicate)"
+    )
+    return slot
+
+
 def check_against_embedded(
     records: list[TopicRecord], expected: Mapping[tuple[int, int], list[bytes]], run_id: str
 ) -> dict[str, int]:
@@ -457,15 +474,7 @@ def check_against_embedded(
     expected_sets = {k: set(v) for k, v in expected.items()}
     seen: dict[bytes, int] = {}
     for r in records:
-        assert r.key is not None, f"record at {r.partition}:{r.offset} has no key"
-        run, partition, sequence = r.key.decode().rsplit("/", 2)
-        slot = (int(partition), int(sequence))
-        assert run == run_id, f"record of another run {run!r}"
-        assert slot in expected_sets, f"unexpected release {slot} at {r.partition}:{r.offset}"
-        assert r.value in expected_sets[slot], (
-            f"record at {r.partition}:{r.offset} of release {slot} differs from the embedded "
-            "engine's (a differently-noised or corrupt duplicate)"
-        )
+        check_release_record(r, expected_sets, run_id)
         seen[r.value] = seen.get(r.value, 0) + 1
     assembler = ReleaseAssembler()
     got: dict[tuple[int, int], Release] = {}

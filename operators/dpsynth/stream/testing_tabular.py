@@ -23,7 +23,13 @@ import msgpack
 import numpy as np
 
 from dpsynth.release_format import DEFAULT_MAX_CHUNK_BYTES
-from dpsynth.stream.testing import TEST_KEY_HEX, TopicRecord, Topics, worker_env
+from dpsynth.stream.testing import (
+    TEST_KEY_HEX,
+    TopicRecord,
+    Topics,
+    check_release_record,
+    worker_env,
+)
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.release import decode_tabular_release, encode_tabular_release
 from dpsynth.tabular.synthesizer import TabularSynthesizer
@@ -100,15 +106,7 @@ def check_tabular_against_embedded(
     open_: dict[tuple[int, int], list[bytes]] = {}
     got: dict[tuple[int, int], int] = {}
     for r in sorted(records, key=lambda r: (r.partition, r.offset)):
-        assert r.key is not None and r.value is not None, f"record {r.offset} has no key/value"
-        run, partition, sequence = r.key.decode().rsplit("/", 2)
-        slot = (int(partition), int(sequence))
-        assert run == run_id, f"record of another run {run!r}"
-        assert slot in expected_sets, f"unexpected release {slot} at {r.partition}:{r.offset}"
-        assert r.value in expected_sets[slot], (
-            f"record at {r.partition}:{r.offset} of release {slot} differs from the embedded "
-            "engine's (a differently-noised or corrupt duplicate)"
-        )
+        slot = check_release_record(r, expected_sets, run_id)
         seen[r.value] = seen.get(r.value, 0) + 1
         kind = msgpack.unpackb(r.value, raw=False)["kind"]
         if kind == "header":
