@@ -24,7 +24,7 @@ from dpsynth.tabular.counters import COUNTERS
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.metrics import METRICS, summarise, workload_errors
 from dpsynth.tabular.release import encode_tabular_release
-from dpsynth.tabular.synthesizer import METHODS, TabularSynthesizer
+from dpsynth.tabular.synthesizer import FITS, METHODS, TabularSynthesizer
 
 
 @click.group()
@@ -75,6 +75,8 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 @click.option("--counter", type=click.Choice(COUNTERS), default="simple", show_default=True)
 @click.option("--k", "k", type=int, default=3, show_default=True,
               help="Workloads selected per step.")
+@click.option("--fit", type=click.Choice(FITS), default="mw", show_default=True,
+              help="Model fit: multiplicative weights, or PGM (needs dpsynth[pgm]).")
 @click.option("--max-steps", type=int, default=None, help="Stop after this many steps.")
 @click.option("--write-every", type=int, default=50, show_default=True,
               help="Write the release file of every N-th step (the last is always written).")
@@ -82,8 +84,8 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
               default=Path("dpsynth-tabular-out"), show_default=True)
 @fail_on_dpsynth_error
 def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
-        release_every: int, method: str, counter: str, k: int, max_steps: int | None,
-        write_every: int, out: Path) -> None:
+        release_every: int, method: str, counter: str, k: int, fit: str,
+        max_steps: int | None, write_every: int, out: Path) -> None:
     """Stream a table through the synthesizer; write releases, errors and a plot."""
     from dpsynth.bench_tabular import ADULT_DIR, load_adult, make_stream
     from dpsynth.cli import _print_key, resolve_key
@@ -105,7 +107,7 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     key, label, is_demo = resolve_key()
     _print_key(console, label, is_demo)
     synth = TabularSynthesizer(domain, epsilon, key, release_every=release_every, method=method,
-                               counter=counter, workloads_per_step=k)
+                               counter=counter, workloads_per_step=k, fit=fit)
     out.mkdir(parents=True, exist_ok=True)
     steps = -(-codes.shape[0] // release_every)
     if max_steps is not None:
@@ -157,12 +159,14 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
 @click.option("--max-steps", type=int, default=None, help="Truncate streams (smoke runs).")
 @click.option("--estimator", type=click.Choice(["alg3", "sample"]), default="alg3",
               show_default=True, help="Measurement of the proposed method (docs/tabular.md T6).")
+@click.option("--fit", type=click.Choice(FITS), default="mw", show_default=True,
+              help="Model fit (pgm needs dpsynth[pgm]); use a --tag per fit.")
 @click.option("--tag", default="run", show_default=True, help="Name of the results CSV.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("dpsynth-bench-tabular"), show_default=True)
 @fail_on_dpsynth_error
 def bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str,
-          max_steps: int | None, estimator: str, tag: str, out: Path) -> None:
+          max_steps: int | None, estimator: str, fit: str, tag: str, out: Path) -> None:
     """Paper 003 Tables 1–3 on Adult: our numbers next to the paper's (last 10 steps)."""
     from dpsynth.bench_tabular import (
         ADULT_DIR,
@@ -194,7 +198,7 @@ def bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str,
                     k_eps = auto_k(eps) if k == "auto" else int(k)
                     for method in methods.split(","):
                         res = run_one(domain, stream, int(batch), eps, method, seed, k_eps,
-                                      max_steps=max_steps, estimator=estimator)
+                                      max_steps=max_steps, estimator=estimator, fit=fit)
                         row = {"dataset": f"Adult-{kind}-bs-{batch}", "epsilon": eps,
                                "method": method, "seed": seed, "k": k_eps, **res}
                         writer.writerow(row)

@@ -34,11 +34,13 @@ from dpsynth.state import pack_state, unpack_state
 from dpsynth.tabular.counters import COUNTERS, Counter
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.model import RULES, ParticleModel
+from dpsynth.tabular.pgm import PGMFit, require_mbi
 from dpsynth.tabular.release import TabularRelease
 from dpsynth.tabular.selection import exponential_mechanism
 from dpsynth.tabular.workloads import Workloads
 
 METHODS = ("proposed", "baseline")
+FITS = ("mw", "pgm")
 NEIGHBOURS = {"add_remove": 1.0, "replace": 2.0}
 BIASES = ("none", "paper", "scaled")
 SCORES = ("mean", "l1")
@@ -61,7 +63,8 @@ class TabularSynthesizer:
     workloads_per_step
         k, selections per step (capped at the number of workloads).
     fit
-        ``"mw"`` (multiplicative weights, :mod:`dpsynth.tabular.model`).
+        ``"mw"`` (multiplicative weights, :mod:`dpsynth.tabular.model`) or ``"pgm"`` (a
+        graphical model by private-pgm, :mod:`dpsynth.tabular.pgm`; optional extra).
     neighbours
         ``"add_remove"`` (paper) or ``"replace"``.
     bias
@@ -110,7 +113,7 @@ class TabularSynthesizer:
         if not isinstance(domain, Domain):
             raise ConfigError("domain must be a dpsynth.tabular.Domain (Domain.from_json_file)")
         choices = (("method", method, METHODS), ("counter", counter, COUNTERS),
-                   ("fit", fit, ("mw",)), ("neighbours", neighbours, tuple(NEIGHBOURS)),
+                   ("fit", fit, FITS), ("neighbours", neighbours, tuple(NEIGHBOURS)),
                    ("bias", bias, BIASES), ("fit_rule", fit_rule, RULES),
                    ("score", score, SCORES))
         for name, value, allowed in choices:
@@ -134,6 +137,8 @@ class TabularSynthesizer:
         if estimator not in ESTIMATORS:
             raise ConfigError(f"`estimator` ({estimator!r}) must be one of {list(ESTIMATORS)}")
         self.estimator = estimator
+        if fit == "pgm":
+            require_mbi()
         self.workloads = Workloads(domain.sizes)
         self.k = min(workloads_per_step, len(self.workloads))
         self.workloads_per_step = workloads_per_step
@@ -215,6 +220,7 @@ class TabularSynthesizer:
         self._pending, self._n_pending = [], 0
         self.steps += 1
         grad = self.workloads.answers(batch)
+        self._fit = self._fitter()
         if self.method == "proposed":
             weights = self._proposed_step(grad, batch.shape[0])
         else:
@@ -265,8 +271,8 @@ class TabularSynthesizer:
             else:  # decision T6: the counter's records as a sample of the stream
                 goal = value * (self.records_seen / self.fed_records[j])
             measured.append((j, goal))
-            h = self.model.fit(h, self._replay(measured), passes=self.fit_passes,
-                               rule=self.fit_rule)
+            h = self._fit(h, self._replay(measured), passes=self.fit_passes,
+                          rule=self.fit_rule)
             history.append(h)
         g = np.mean(history, axis=0)
         if self.pooled_marginals:
@@ -294,10 +300,17 @@ class TabularSynthesizer:
                 scale, (*self._ctx, "measure", self.steps, round_),
                 np.arange(cells, dtype=np.uint64), np.zeros(cells, np.uint64))
             measured.append((j, grad[j] + noise))
-            h = self.model.fit(h, measured, passes=self.fit_passes, rule=self.fit_rule)
+            h = self._fit(h, measured, passes=self.fit_passes, rule=self.fit_rule)
             history.append(h)
         self.last_selected = [j for j, _ in measured]
         return base + np.mean(history, axis=0)
+
+    def _fitter(self) -> Any:
+        """This step's fit: ``model.fit`` (MW) or a fresh :class:`PGMFit` (warm start within
+        the step only, so snapshots need no PGM state)."""
+        if self.fit_name == "mw":
+            return self.model.fit
+        return PGMFit(self.model, stddev=float(np.sqrt(2.0)) * self.s / self.eps_measure)
 
     def _replay(self, measured: list[tuple[int, np.ndarray]]) -> list[tuple[int, np.ndarray]]:
         """Alg 3: this step's measurements. ``estimator="sample"`` (decision T6): also every
