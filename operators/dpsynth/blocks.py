@@ -219,21 +219,18 @@ class BlockEngine:
     def _pmm_leaves(self, cells: CellIds, weights: Counts, size: float,
                     context: tuple[int | str, ...]) -> tuple[Any, Any, Any]:
         """Offline PMM on the block's histogram, depth from the (noisy) block size."""
-        from dpsynth.offline import pmm_depth, pmm_scales  # offline imports the synthesizer
+        from dpsynth.offline import (  # offline imports the synthesizer
+            noisy_levels,
+            pmm_depth,
+            pmm_scales,
+        )
 
         eps = self.budget.counts
         depth = pmm_depth(int(round(size)), eps, self.d, self.max_depth)
         scales = pmm_scales(depth, self.d, eps)  # Σ_j 1/σ_j = ε_c (root included)
-        shift = self.max_depth - depth
-        at_depth = (cells >> np.uint64(shift)).astype(np.int64)
-        noisy = []
-        for j in range(1, depth + 1):
-            true = np.bincount(at_depth >> (depth - j), weights=weights,
-                               minlength=1 << j).astype(np.int64)
-            lap = self._noise.discrete_laplace_at(
-                float(scales[j]), (*context, "level", j), np.arange(1 << j, dtype=np.uint64), 0
-            )
-            noisy.append(true + lap)
+        at_depth = cells >> np.uint64(self.max_depth - depth)
+        noisy = noisy_levels(at_depth, depth, scales, self._noise, context, range(1, depth + 1),
+                             weights)
         root = max(int(round(size)), 0)  # noisy (add/remove) or public (replace) size
         leaves = make_consistent(root, noisy)[-1] if depth else np.array([root], np.int64)
         return (np.full(leaves.size, depth, np.int64), np.arange(leaves.size, dtype=np.uint64),
@@ -241,13 +238,22 @@ class BlockEngine:
 
     # -- release ------------------------------------------------------------------------------
 
-    def size_estimate(self) -> float:
-        """Estimated records so far: completed blocks' sizes plus the open block's (private)."""
+    def release_counts(self, records: int, placement_seed: bytes) -> tuple[int, int, Counts]:
+        """(released size, depth D, integer counts of the 2^D cells summing to the size).
+
+        The size is ``records`` under replacement (public) and, under add/remove, the completed
+        blocks' sizes plus the open block's noisy size, rounded and clipped at 0 (P9).
+        """
         b = block_of(self.step + 1)  # the open block
         open_size = self._open_size(b, len(self._step_counts))[0]
-        return sum(float(blk["size"]) for blk in self.blocks) + open_size
+        total = records
+        if self.budget.neighbours == "add_remove":  # the count is private: a noisy size
+            estimate = sum(float(blk["size"]) for blk in self.blocks) + open_size
+            total = max(int(round(estimate)), 0)  # privacy: P9
+        return (total, *self._leaf_counts(total, max(open_size, 0.0), placement_seed))
 
-    def leaf_counts(self, total: int, placement_seed: bytes) -> tuple[int, Counts]:
+    def _leaf_counts(self, total: int, open_size: float,
+                     placement_seed: bytes) -> tuple[int, Counts]:
         """(depth D, integer counts of the 2^D cells summing to ``total``): post-processing.
 
         The measure is piecewise constant on Morton intervals at depth D (the union of the
@@ -261,8 +267,6 @@ class BlockEngine:
             floor = LEAF_FLOOR_SCALES / self.budget.counts if self.schedule == "adaptive" else 0.0
             self._masses = _pooled_intervals(self.blocks, self.max_depth, floor)
         depth, starts, widths, pooled, last = self._masses
-        b = block_of(self.step + 1)
-        open_size = max(self._open_size(b, len(self._step_counts))[0], 0.0)
         reference = last if self.current_shape == "last" else pooled
         ref_mass = float((reference * widths).sum())
         density = pooled + (open_size / ref_mass) * reference if ref_mass > 0 else pooled

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from dpsynth._types import Points
+from dpsynth._types import CellIds, Counts, Points
 from dpsynth.consistency import make_consistent
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, encode_context
@@ -69,6 +69,27 @@ def checked_input(
     return pts, d
 
 
+def noisy_levels(
+    address: CellIds,
+    depth: int,
+    scales: np.ndarray,
+    noise: KeyedNoise,
+    context: tuple[int | str, ...],
+    levels: range,
+    weights: Counts | None = None,
+) -> list[Counts]:
+    """PMM's measurements: for each level j in ``levels``, the (weighted) counts of its 2^j cells
+    from addresses at ``depth``, plus Lap_Z(σ_j) at ((*context, "level", j), cell, event 0)."""
+    out = []
+    for j in levels:
+        cells = (address >> np.uint64(depth - j)).astype(np.int64)
+        true = np.bincount(cells, weights=weights, minlength=1 << j).astype(np.int64)
+        lam = noise.discrete_laplace_at(float(scales[j]), (*context, "level", j),
+                                        np.arange(1 << j, dtype=np.int64), 0)
+        out.append(true + lam)
+    return out
+
+
 def pmm_depth(n: int, epsilon: float, d: int, max_depth: int = 20) -> int:
     """r = ⌈log2(εn)⌉ (d ≥ 2) or ⌈log2(εn)⌉ − 1 (d = 1), at least 0 and at most max_depth."""
     r = math.ceil(math.log2(max(epsilon * n, 1.0))) - (1 if d == 1 else 0)
@@ -108,12 +129,8 @@ def pmm_leaves(
     scales = pmm_scales(depth, d, eps)
     assert math.isclose(float(np.sum(1 / scales)), eps, rel_tol=1e-12)  # privacy: P7
     address = route(pts, depth=depth)
-    noisy = []
-    for j in range(depth + 1):
-        true = np.bincount((address >> np.uint64(depth - j)).astype(np.int64), minlength=1 << j)
-        cells = np.arange(1 << j, dtype=np.int64)
-        lam = noise.discrete_laplace_at(float(scales[j]), (*context, "level", j), cells, 0)
-        noisy.append(np.maximum(true + lam, 0))
+    levels = noisy_levels(address, depth, scales, noise, context, range(depth + 1))
+    noisy = [np.maximum(level, 0) for level in levels]
     root = int(noisy[0][0])
     leaves = make_consistent(root, noisy[1:])[-1] if depth else np.array([root], np.int64)
     label = b"dpsynth.pmm.placement-seed"

@@ -385,10 +385,8 @@ class OnlineSynthesizer:
     def _make_release(self) -> Release:
         depth = self.depth  # privacy: P6 (a function of t and the configuration only)
         size = self.t
-        if self._blocks is not None:
-            if self.neighbours == "add_remove":  # the count is private: release a noisy size
-                size = max(int(round(self._blocks.size_estimate())), 0)  # privacy: P9
-            depth, leaf_counts = self._blocks.leaf_counts(size, self.placement_seed)
+        if self._blocks is not None:  # under add/remove the size is noisy (P9)
+            size, depth, leaf_counts = self._blocks.release_counts(self.t, self.placement_seed)
         elif self._tree is not None:
             r = level_of(self.t, self.epsilon)
             so_far = self.t - level_start(r, self.epsilon) + 1 if r >= 0 else 0
