@@ -232,6 +232,11 @@ def read_records(path: Path) -> list[Any]:
     Empty CSV cells are missing fields; an NDJSON line that is not valid JSON becomes ``None``,
     which the schema rejects as "record must be a mapping".
     """
+    return read_table(path)[0]
+
+
+def read_table(path: Path) -> tuple[list[Any], tuple[str, ...] | None]:
+    """(records, the CSV header's column names, or None for NDJSON) of ``path``."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8-sig", newline="") as f:  # type: ignore[operator]
         text = f.read()
@@ -243,22 +248,11 @@ def read_records(path: Path) -> list[Any]:
                     records.append(json.loads(line))
                 except json.JSONDecodeError:
                     records.append(None)
-        return records
+        return records, None
     rows = csv.DictReader(text.splitlines())
+    header = tuple(name for name in (rows.fieldnames or ()) if name)
     return [{k: _csv_value(v) for k, v in row.items() if k is not None and v not in (None, "")}
-            for row in rows]
-
-
-def numeric_columns(records: list[Any]) -> tuple[str, ...]:
-    """Fields (in order of first appearance) whose values in the first 1000 records are numbers."""
-    seen: dict[str, bool] = {}
-    for record in records[:1000]:
-        if not isinstance(record, dict):
-            continue
-        for key, value in record.items():
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            seen[key] = seen.get(key, True) and number
-    return tuple(k for k, ok in seen.items() if ok)
+            for row in rows], header
 
 
 def load_source(
@@ -295,20 +289,29 @@ def load_source(
 
 
 def _file_source(path: Path, schema_path: Path | None) -> Source:
-    records = read_records(path)
+    """The records of ``path`` under a declared schema, or under the CSV header's columns.
+
+    A schema is never inferred from values (DESIGN §3 "What may depend on the data"): without
+    ``--schema`` every column named in the CSV header is a coordinate in [0,1], and a row whose
+    value does not parse as a number there is rejected (dead-lettered), never a column dropped.
+    NDJSON has no header, so it needs ``--schema``.
+    """
+    records, header = read_table(path)
     if schema_path is not None:
         schema = Schema.from_json_file(schema_path)
         label = f"{path} ({len(records):,} records), schema {schema_path}"
         return Source(label, schema.names, schema=schema, records=records, units=schema)
-    names = numeric_columns(records)
-    if not names:
+    if header is None:
         raise click.UsageError(
-            f"{path} has no numeric columns; pass --schema to name the columns and their bounds"
+            f"{path} is NDJSON, which names no columns up front; pass --schema FILE to declare "
+            "the columns and their bounds (schemas/example-schema.json shows the format)"
         )
-    schema = Schema(tuple(Column(name, 0.0, 1.0) for name in names))
-    label = (f"{path} ({len(records):,} records), numeric columns {', '.join(names)} "
-             "taken as already in [0,1] (no --schema)")
-    return Source(label, names, schema=schema, records=records)
+    if not header:
+        raise click.UsageError(f"{path} has no CSV header; pass --schema FILE")
+    schema = Schema(tuple(Column(name, 0.0, 1.0) for name in header))
+    label = (f"{path} ({len(records):,} records), header columns {', '.join(header)} taken as "
+             "coordinates in [0,1] (no --schema; a row that does not parse is rejected)")
+    return Source(label, header, schema=schema, records=records)
 
 
 def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -320,7 +323,8 @@ def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--schema", "schema_path",
                      type=click.Path(exists=True, dir_okay=False, path_type=Path),
                      help="Schema JSON mapping named columns to [0,1]^d (schemas/). Without "
-                          "it, every numeric column is used and must already lie in [0,1]."),
+                          "it, every column of the CSV header is a coordinate in [0,1] (never "
+                          "inferred from values); NDJSON needs it."),
         click.option("--dataset", type=click.Choice(["gowalla"]),
                      help="A data set of ../shared/data instead of --input (time order)."),
         click.option("--points", type=click.IntRange(min=1), default=RUN_POINTS,
@@ -500,8 +504,8 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
                    "PMM ones; accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1.")
 @click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
               show_default=True,
-              help="replace: the papers' notion (t public); add_remove: one record more or "
-                   "less, the size released noisily (needs --schedule adaptive or blocks).")
+              help="replace: the papers' notion (t public). add_remove is refused here: "
+                   "steps of --release-every records would reveal the private count.")
 @click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=0.0, show_default=True,
               help="accurate: budget share of a fresh counter, so releases move within a level.")
 @fail_on_dpsynth_error
@@ -515,6 +519,12 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     summary.json and the two PNGs compare releases with the raw input: evaluation only, not
     private. The releases in OUT/releases are the ε-DP output.
     """
+    if neighbours == "add_remove":  # privacy: P9 (a step may end only on a public clock)
+        raise click.UsageError(
+            "--neighbours add_remove: dpsynth run ends a step every --release-every records, "
+            "which reveals the private record count; run with --neighbours replace, or feed "
+            "steps on a public clock with the library (OnlineSynthesizer.add and .step)"
+        )
     console = Console()
     key, key_label, is_demo = resolve_key()
     _print_key(console, key_label, is_demo)

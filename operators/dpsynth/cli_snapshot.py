@@ -85,7 +85,7 @@ def write_records(path: Path, schema: Schema, unit_points: np.ndarray) -> None:
 @click.option("--schema", "schema_path",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Schema JSON (schemas/) mapping named columns to [0,1]^d; without it every "
-                   "numeric column is used and must already lie in [0,1].")
+                   "column of the CSV header is a coordinate in [0,1]; NDJSON needs it.")
 @click.option("--method", type=click.Choice(METHODS), default="pmm", show_default=True,
               help="pmm: tree + consistency (linear time); psmm: noisy grid + d_BL LP "
                    "(grids up to 2^14 cells); lowdim: private PCA, then PMM/PSMM.")

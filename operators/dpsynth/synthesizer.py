@@ -121,7 +121,8 @@ class OnlineSynthesizer:
     neighbours
         ``"replace"`` (default; the papers' notion, t public) or ``"add_remove"`` (one record
         more or less in one step; releases carry a noisy size). add/remove needs
-        ``schedule="adaptive"`` or ``"blocks"`` (docs/privacy.md P9).
+        ``schedule="adaptive"`` or ``"blocks"`` and steps on a public clock: :meth:`add`
+        the records, :meth:`step` at each tick; :meth:`extend` is refused (docs/privacy.md P9).
     current_shape
         Block schedules: the open block's records are placed like the latest completed block
         (``"last"``, default: follows drift) or like all completed blocks (``"pooled"``).
@@ -305,13 +306,29 @@ class OnlineSynthesizer:
 
     # -- streaming verbs ------------------------------------------------------------------
 
-    def extend(self, points: Points | np.ndarray) -> list[Release]:
-        """Consume records (n×d in [0,1]); return the releases completed during the call."""
+    def _route(self, points: Points | np.ndarray) -> np.ndarray:
+        """Validated, clipped (and counted) points as Morton addresses at ``max_depth``."""
         pts, clipped = validate_points(points, self.d)
         if self.t + len(pts) > MAX_COUNT:
             raise ConfigError(f"t would exceed {MAX_COUNT} records; shard the input further")
         self.clipped += clipped
-        addresses = route(pts, depth=self.max_depth)
+        return route(pts, depth=self.max_depth)
+
+    def extend(self, points: Points | np.ndarray) -> list[Release]:
+        """Consume records (n×d in [0,1]); return the releases completed during the call.
+
+        A tick (and a release) ends every ``release_every`` records, which is public time only
+        when the count is public: under ``neighbours="add_remove"`` this is refused — feed
+        records with :meth:`add` and end steps with :meth:`step` on a public clock.
+        """
+        if self.neighbours == "add_remove":  # privacy: P9 (steps never counted in records)
+            raise ConfigError(
+                "extend() ends a step every release_every records, which reveals the private "
+                "record count under neighbours='add_remove'; feed the records of a step with "
+                "add(points) and end each step with step() on a public clock (a timer, a tick "
+                "marker or a declared time column), docs/privacy.md P9"
+            )
+        addresses = self._route(points)
         if self._blocks is not None:
             return self._extend_steps(addresses)
         releases = []
@@ -341,6 +358,20 @@ class OnlineSynthesizer:
             if self._step_records == self.release_every:
                 releases.append(self.step())
         return releases
+
+    def add(self, points: Points | np.ndarray) -> None:
+        """Add records (n×d in [0,1]) to the open step; block schedules only.
+
+        Nothing is released until :meth:`step` ends the step. Under add/remove this is the only
+        way to feed records: how many arrive never decides when a step ends (P9).
+        """
+        if self._blocks is None:
+            raise ConfigError("add() needs schedule='adaptive' or 'blocks' (steps on a public "
+                              "clock); other schedules take records through extend()")
+        addresses = self._route(points)
+        self._blocks.add(addresses)
+        self.t += len(addresses)
+        self._step_records += len(addresses)
 
     def step(self) -> Release:
         """End the open step now (a tick marker) and return its release; block schedules only.

@@ -1,9 +1,10 @@
-"""Issue 8 in the worker: the adaptive schedule under add/remove neighbours on a real broker.
+"""Issue 8 in the worker: the adaptive schedule (step blocks, PrivTree) on a real broker.
 
-The worker (``DPSYNTH_SCHEDULE=adaptive``, ``DPSYNTH_NEIGHBOURS=add_remove``) is killed in the
-middle of a tick, restarted on the same RocksDB directory, and its synthetic topic must hold
-exactly the embedded engine's releases (byte-identical; re-produced ones are duplicates), each
-naming the add/remove notion and carrying a noisy size.
+The worker (``DPSYNTH_SCHEDULE=adaptive``) is killed in the middle of a tick, restarted on the
+same RocksDB directory, and its synthetic topic must hold exactly the embedded engine's releases
+(byte-identical; re-produced ones are duplicates). Under replacement the steps are
+``DPSYNTH_RELEASE_EVERY`` records (the count is public); add/remove is refused in the worker
+until steps come from tick markers (tests/unit/test_stream_config.py).
 """
 
 from __future__ import annotations
@@ -34,18 +35,18 @@ RELEASE_EVERY = 1000
 PER_MESSAGE = 130
 
 
-def test_adaptive_add_remove_worker_survives_a_kill_and_equals_the_embedded_engine(
+def test_adaptive_worker_survives_a_kill_and_equals_the_embedded_engine(
     kafka_bootstrap, tmp_path
 ):
     n = 9000
     points = np.clip(np.random.default_rng(21).normal(0.4, 0.2, (n, 2)), 0, 1)
     messages = [(0, encode_records(records_of(points[i:i + PER_MESSAGE])))
                 for i in range(0, n, PER_MESSAGE)]
-    topics = unique_topics("adaptive-add-remove")
+    topics = unique_topics("adaptive")
     create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
     produce_messages(kafka_bootstrap, topics.input, messages)
     env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data", schedule="adaptive", neighbours="add_remove",
+                     tmp_path / "data", schedule="adaptive", neighbours="replace",
                      batch_max_events=4, release_linger_s=0, group_instance_id="worker-0")
     log = tmp_path / "worker.log"
     crashing = WorkerProcess({**env, "DPSYNTH_CRASH_AT": "mid_tick:4"}, log).start()
@@ -61,11 +62,11 @@ def test_adaptive_add_remove_worker_survives_a_kill_and_equals_the_embedded_engi
         worker.wait_for(finished, timeout_s=120)
     expected = {(0, s): r for s, r in embedded_release_records(
         points, epsilon=1.0, release_every=RELEASE_EVERY, max_depth=12, run_id="test-run",
-        partition=0, schedule="adaptive", neighbours="add_remove").items()}
+        partition=0, schedule="adaptive", neighbours="replace").items()}
     records = read_topic(kafka_bootstrap, topics.output)
     stats = check_against_embedded(records, expected, "test-run")
     assert stats["releases"] == n // RELEASE_EVERY
     last = decode_release(expected[(0, n // RELEASE_EVERY)])
-    assert last.metadata["neighbours"] == "add_remove"
+    assert last.metadata["neighbours"] == "replace"
     assert last.metadata["schedule"] == "adaptive"
-    assert last.t == int(last.leaf_counts.sum()) and last.t != n  # a noisy size, not t
+    assert last.t == int(last.leaf_counts.sum()) == n  # t is public under replacement

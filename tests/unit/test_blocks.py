@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -20,6 +19,19 @@ KEY = bytes(range(32))
 def _points(n: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return np.clip(rng.normal(0.4, 0.15, (n, 2)), 0, 1)
+
+
+def _feed(synth: OnlineSynthesizer, x: np.ndarray, per_step: int) -> list:
+    """Steps of ``per_step`` records: extend() under replace, add() + step() under add/remove
+    (the test plays the public clock; the library never counts records into steps then)."""
+    if synth.neighbours == "replace":
+        return synth.extend(x)
+    releases = []
+    for start in range(0, len(x), per_step):
+        synth.add(x[start:start + per_step])
+        if len(x) - start >= per_step:
+            releases.append(synth.step())
+    return releases
 
 
 # -- accounting -------------------------------------------------------------------------------
@@ -71,7 +83,8 @@ def test_blocks_close_at_the_last_step_of_each_block() -> None:
     synth = OnlineSynthesizer(2, 1.0, KEY, 50, schedule="adaptive", neighbours="add_remove")
     closed = []
     for _ in range(15):
-        synth.extend(_points(50))
+        synth.add(_points(50))
+        synth.step()
         closed.append(len(synth._blocks.blocks))  # type: ignore[union-attr]
     # steps 1, 3, 7, 15 end blocks 0..3
     assert closed == [1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 4]
@@ -100,7 +113,7 @@ def test_open_block_size_noise_has_the_binary_mechanism_variance() -> None:
 @pytest.mark.parametrize("schedule", ["adaptive", "blocks"])
 def test_release_is_consistent_and_names_the_notion(neighbours: str, schedule: str) -> None:
     synth = OnlineSynthesizer(2, 1.0, KEY, 200, schedule=schedule, neighbours=neighbours)
-    releases = synth.extend(_points(2000))
+    releases = _feed(synth, _points(2000), 200)
     assert len(releases) == 10
     for release in releases:
         assert release.leaf_counts.min() >= 0
@@ -121,7 +134,7 @@ def test_release_is_consistent_and_names_the_notion(neighbours: str, schedule: s
 def test_P9_same_key_same_releases_and_different_key_different() -> None:
     def run(key: bytes) -> list[np.ndarray]:
         synth = OnlineSynthesizer(2, 1.0, key, 300, schedule="adaptive", neighbours="add_remove")
-        return [r.leaf_counts for r in synth.extend(_points(3000))]
+        return [r.leaf_counts for r in _feed(synth, _points(3000), 300)]
 
     a, b, c = run(KEY), run(KEY), run(bytes(32))
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
@@ -132,16 +145,19 @@ def test_P9_same_key_same_releases_and_different_key_different() -> None:
 def test_snapshot_mid_step_continues_identically(schedule: str) -> None:
     x = _points(4100, seed=2)
     whole = OnlineSynthesizer(2, 1.0, KEY, 250, schedule=schedule, neighbours="add_remove")
-    expected = whole.extend(x)
+    expected = _feed(whole, x, 250)
     first = OnlineSynthesizer(2, 1.0, KEY, 250, schedule=schedule, neighbours="add_remove")
-    got = first.extend(x[:1830])  # mid-step, mid-block
+    got = _feed(first, x[:1750], 250)
+    first.add(x[1750:1830])  # mid-step, mid-block
     resumed = OnlineSynthesizer.restore(first.snapshot(), KEY)
-    got += resumed.extend(x[1830:])
+    resumed.add(x[1830:2000])
+    got.append(resumed.step())
+    got += _feed(resumed, x[2000:], 250)
     assert got == expected
 
 
 def test_step_marker_ends_a_step_early() -> None:
-    synth = OnlineSynthesizer(2, 1.0, KEY, 1000, schedule="adaptive", neighbours="add_remove")
+    synth = OnlineSynthesizer(2, 1.0, KEY, 1000, schedule="adaptive", neighbours="replace")
     assert synth.extend(_points(300)) == []
     release = synth.step()
     assert release.metadata["step"] == 1
@@ -149,6 +165,21 @@ def test_step_marker_ends_a_step_early() -> None:
     assert len(synth.extend(_points(1))) == 1
     with pytest.raises(ConfigError, match="step"):
         OnlineSynthesizer(2, 1.0, KEY, 100, schedule="accurate").step()
+    with pytest.raises(ConfigError, match="extend"):
+        OnlineSynthesizer(2, 1.0, KEY, 100, schedule="accurate").add(_points(3))
+
+
+@pytest.mark.parametrize("schedule", ["adaptive", "blocks"])
+def test_P9_add_remove_refuses_steps_counted_in_records(schedule: str) -> None:
+    """Under add/remove only a public clock may end a step: extend() (a step every
+    release_every records) is refused, and add() never ends one however many records arrive."""
+    synth = OnlineSynthesizer(2, 1.0, KEY, 10, schedule=schedule, neighbours="add_remove")
+    with pytest.raises(ConfigError, match=r"add\(points\).*step\(\)"):
+        synth.extend(_points(20))
+    assert synth.t == 0  # refused before anything was counted
+    synth.add(_points(25))
+    assert synth.release().t == 0 and synth._blocks.step == 0  # type: ignore[union-attr]
+    assert synth.step().metadata["step"] == 1
 
 
 def test_P9_a_record_added_to_one_step_changes_only_its_block() -> None:
@@ -162,7 +193,7 @@ def test_P9_a_record_added_to_one_step_changes_only_its_block() -> None:
         synth = OnlineSynthesizer(2, 1.0, KEY, 10**6, schedule="adaptive",
                                   neighbours="add_remove")
         for batch in data:
-            synth.extend(batch)
+            synth.add(batch)
             synth.step()
         return synth._blocks.blocks  # type: ignore[union-attr]
 
@@ -188,37 +219,31 @@ def test_adaptive_beats_fixed_blocks_on_clustered_data() -> None:
         for seed in range(3):
             synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 500, schedule=schedule,
                                       neighbours="add_remove")
-            synth.extend(x)
+            _feed(synth, x, 500)
             values.append(w1_tree_upper(x, synth.release().points, depth=20))
         errors[schedule] = float(np.median(values))
     assert errors["adaptive"] < errors["blocks"]
 
 
-def test_run_command_with_add_remove_writes_noisy_size_releases(
+def test_P9_run_command_refuses_add_remove(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """dpsynth run cuts steps every --release-every records: refused under add/remove, before
+    anything is read or written (its releases would carry the private record count)."""
     from click.testing import CliRunner
 
     from dpsynth.cli import KEY_ENV, KEY_FILE_ENV, main
-    from dpsynth.release_format import read_release_file
 
     monkeypatch.delenv(KEY_ENV, raising=False)
     monkeypatch.delenv(KEY_FILE_ENV, raising=False)
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, [
-        "run", "--points", "3000", "--release-every", "500", "--schedule", "adaptive",
-        "--neighbours", "add_remove", "--out", str(out), "--w1-points", "500",
-    ])
-    assert result.exit_code == 0, result.output
-    release = read_release_file(out / "releases" / "release-000006.bin")
-    assert release.metadata["neighbours"] == "add_remove"
-    assert release.metadata["step"] == 6
-    assert int(release.leaf_counts.sum()) == release.t == release.metadata["t"]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["records_accepted"] == 3000
-    refused = CliRunner().invoke(main, ["run", "--points", "600", "--neighbours", "add_remove",
-                                        "--schedule", "accurate", "--out", str(tmp_path / "x")])
-    assert refused.exit_code != 0 and "schedule='adaptive'" in refused.output
+    for schedule in ("adaptive", "blocks", "accurate", "auto"):
+        refused = CliRunner().invoke(main, [
+            "run", "--points", "600", "--release-every", "100", "--schedule", schedule,
+            "--neighbours", "add_remove", "--out", str(out)])
+        assert refused.exit_code == 2, refused.output
+        assert "reveals the private record count" in refused.output
+        assert not out.exists()
 
 
 def test_leaf_floor_removes_phantom_mass_from_empty_regions() -> None:
@@ -235,7 +260,7 @@ def test_leaf_floor_removes_phantom_mass_from_empty_regions() -> None:
             try:
                 synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 500,
                                           schedule="adaptive", neighbours="add_remove")
-                points = synth.extend(x)[-1].points
+                points = _feed(synth, x, 500)[-1].points
             finally:
                 blocks_module.LEAF_FLOOR_SCALES = saved
             shares.append(float((points.max(axis=1) > 0.25).mean()))

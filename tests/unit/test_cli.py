@@ -234,19 +234,58 @@ def test_run_csv_schema_dead_letters_without_values(tmp_path: Path, no_env_key: 
     assert "all points" in evaluated and "t = 1,200" in evaluated
 
 
-def test_run_ndjson_without_schema_uses_numeric_columns(tmp_path: Path, no_env_key: None) -> None:
-    rng = np.random.default_rng(2)
-    lines = [json.dumps({"u": float(a), "label": "k", "v": float(b)})
-             for a, b in rng.random((500, 2))]
-    lines[7] = json.dumps({"u": 1.5, "label": "k", "v": 0.5})  # outside [0,1]: clipped
-    (tmp_path / "points.ndjson").write_text("\n".join(lines) + "\n")
+def _csv(path: Path, rows: np.ndarray, header: str = "u,v") -> Path:
+    path.write_text(header + "\n" + "".join(f"{a},{b}\n" for a, b in rows))
+    return path
+
+
+def test_run_csv_without_schema_takes_the_header_columns(tmp_path: Path,
+                                                          no_env_key: None) -> None:
+    rows = np.random.default_rng(2).random((500, 2))
+    rows[7, 0] = 1.5  # outside [0,1]: clipped
     out = tmp_path / "out"
-    output = _invoke("run", "--input", str(tmp_path / "points.ndjson"), "--release-every", "250",
-                     "--w1-points", "300", "--out", str(out))
-    assert "numeric columns u, v" in output
+    output = _invoke("run", "--input", str(_csv(tmp_path / "p.csv", rows)), "--release-every",
+                     "250", "--w1-points", "300", "--out", str(out))
+    assert "header columns u, v" in output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["columns"] == ["u", "v"] and summary["clipped"] == 1
     assert summary["t"] == 500
+
+
+@pytest.mark.parametrize("command", ["run", "snapshot"])
+def test_a_column_never_disappears_because_of_a_value(tmp_path: Path, no_env_key: None,
+                                                      command: str) -> None:
+    """Issue 13: the columns come from the header, never from the values. A neighbouring file
+    whose one row holds "n/a" gives a release of the same dimension; that row is rejected."""
+    rows = np.random.default_rng(3).random((400, 2)).astype(object)
+    neighbour = rows.copy()
+    neighbour[5, 1] = "n/a"
+    shapes = []
+    for name, data in (("a", rows), ("b", neighbour)):
+        path = _csv(tmp_path / f"{name}.csv", data, header="x,y")
+        out = tmp_path / name
+        args = (["--release-every", "100", "--w1-points", "300", "--out", str(out)]
+                if command == "run" else ["--out", str(out / "s.csv")])
+        output = _invoke(command, "--input", str(path), *args)
+        if command == "run":
+            assert "header columns x, y" in output
+            release = read_release_file(out / "releases" / "release-000003.bin")
+            shapes.append((release.metadata["d"], release.points.shape[1]))
+            rejects = (out / "dead-letter.ndjson").read_text().splitlines()
+            assert len(rejects) == (name == "b")
+        else:
+            shapes.append(json.loads((out / "s.csv.meta.json").read_text())["d"])
+    assert shapes[0] == shapes[1]
+
+
+def test_ndjson_without_schema_is_refused(tmp_path: Path, no_env_key: None) -> None:
+    lines = [json.dumps({"u": 0.1, "v": 0.2})] * 50
+    (tmp_path / "points.ndjson").write_text("\n".join(lines) + "\n")
+    for command, out in (("run", tmp_path / "run"), ("snapshot", tmp_path / "s.csv")):
+        result = CliRunner().invoke(main, [command, "--input", str(tmp_path / "points.ndjson"),
+                                           "--out", str(out)])
+        assert result.exit_code == 2 and "--schema" in result.output
+        assert not out.exists()
 
 
 def test_run_names_a_missing_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

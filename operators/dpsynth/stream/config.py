@@ -493,6 +493,12 @@ def _neighbours(r: _Reader, engine: str) -> str:
     value = r.raw("DPSYNTH_NEIGHBOURS") or ("add_remove" if engine == "tabular" else "replace")
     if value not in NEIGHBOUR_NOTIONS:
         raise ConfigError(f"DPSYNTH_NEIGHBOURS ({value!r}) must be one of {NEIGHBOUR_NOTIONS}")
+    if value == "add_remove" and engine != "tabular":  # privacy: P9
+        raise ConfigError(
+            "DPSYNTH_NEIGHBOURS=add_remove: the point engine ends a step every "
+            "DPSYNTH_RELEASE_EVERY records, which reveals the private record count; until steps "
+            "come from tick markers on a public clock, run it with DPSYNTH_NEIGHBOURS=replace"
+        )
     return value
 
 
