@@ -37,10 +37,10 @@ from dpsynth.counters import (
 )
 from dpsynth.errors import BudgetExceededError, ConfigError, DpsynthError
 from dpsynth.noise import KeyedNoise
-from dpsynth.offline import pmm_synthesize
-from dpsynth.release import Release
+from dpsynth.offline.pmm import pmm_synthesize
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.release.model import Release
 from dpsynth.schema import Column, Schema
-from dpsynth.synthesizer import OnlineSynthesizer
 
 __all__ = [
     "BinaryMechanism",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpsynth._types import CellIds, Points
+from dpsynth.errors import SchemaError
 
 #: Addresses are uint64: at most 63 levels.
 MAX_TREE_DEPTH = 63
@@ -85,3 +86,25 @@ def leaf_bounds(cells: np.ndarray, *, d: int, depth: int) -> tuple[Points, Point
 def cell_diameter(depth: int, d: int) -> float:
     """ℓ∞ diameter of a depth-``depth`` cell: 2^-⌊depth/d⌋."""
     return 2.0 ** -(depth // d)
+
+
+def validate_points(points: Points | np.ndarray, d: int) -> tuple[Points, int]:
+    """Points as an n×d float array in [0,1]; returns (points, number clipped).
+
+    NaN, ±inf and a wrong shape are refused (nothing is counted); values outside [0,1] are
+    clipped and counted. Messages never show a value.
+    """
+    arr = np.asarray(points, dtype=np.float64)
+    if arr.ndim == 1 and d == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or arr.shape[1] != d:
+        raise SchemaError(f"points must have shape (n, {d}); got shape {arr.shape}")
+    finite = np.isfinite(arr)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise SchemaError(f"points row {row} holds NaN or infinity; drop or repair it upstream")
+    outside = (arr < 0.0) | (arr > 1.0)
+    clipped = int(outside.any(axis=1).sum())
+    if clipped:
+        arr = np.clip(arr, 0.0, 1.0)
+    return arr, clipped

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from dpsynth.stream import broker
-from dpsynth.stream.testing import create_topics
+from dpsynth.testing import broker
+from dpsynth.testing.kafka import create_topics
 
 ck = pytest.importorskip("confluent_kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")

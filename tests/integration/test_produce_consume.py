@@ -22,13 +22,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dpsynth.bench_accuracy import drifting_blobs
-from dpsynth.release_format import encode_release
+from benchmarks.accuracy import drifting_blobs
+from dpsynth.cli.io import consume, produce
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.release.points_v1 import encode_release
 from dpsynth.schema import Schema
 from dpsynth.stream.codecs import release_record_key
-from dpsynth.stream.commands_io import consume, produce
-from dpsynth.stream.testing import create_topics
-from dpsynth.synthesizer import OnlineSynthesizer
+from dpsynth.testing.kafka import create_topics
 
 ck = pytest.importorskip("confluent_kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")

@@ -2,7 +2,7 @@
 
 Every test runs ``python -m dpsynth.stream worker`` as a subprocess on fresh topics and compares
 the synthetic topic with the embedded ``TabularSynthesizer(..., partition=p)`` fed the same
-records under the same key (``dpsynth.stream.testing_tabular``): byte-identical records, every
+records under the same key (``tests.support.tabular``): byte-identical records, every
 release exactly once. A crash uses the commit protocol's crash points (``DPSYNTH_CRASH_AT``); a
 lost data directory is rebuilt by replaying the input partition.
 """
@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from dpsynth.stream.codecs import decode_dead_letter
-from dpsynth.stream.testing import (
+from dpsynth.tabular.domain import Domain
+from dpsynth.testing.kafka import (
     WorkerProcess,
     committed_offsets,
     create_topics,
@@ -26,14 +27,13 @@ from dpsynth.stream.testing import (
     read_topic,
     unique_topics,
 )
-from dpsynth.stream.testing_tabular import (
+from tests.support.tabular import (
     SMALL_DOMAIN,
     check_tabular_against_embedded,
     embedded_tabular_release_records,
     tabular_worker_env,
     write_domain,
 )
-from dpsynth.tabular.domain import Domain
 
 pytestmark = pytest.mark.kafka
 

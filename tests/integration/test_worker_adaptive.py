@@ -14,12 +14,10 @@ import signal
 import numpy as np
 import pytest
 
-from dpsynth.release_format import decode_release
-from dpsynth.stream.testing import (
+from dpsynth.release.points_v1 import decode_release
+from dpsynth.testing.kafka import (
     WorkerProcess,
-    check_against_embedded,
     create_topics,
-    embedded_release_records,
     encode_records,
     produce_messages,
     read_topic,
@@ -28,6 +26,7 @@ from dpsynth.stream.testing import (
     worker_env,
     write_schema,
 )
+from tests.support.embedded import check_against_embedded, embedded_release_records
 
 pytestmark = pytest.mark.kafka
 

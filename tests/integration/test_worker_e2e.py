@@ -2,7 +2,7 @@
 
 Every test runs ``python -m dpsynth.stream worker`` as a subprocess on fresh topics, feeds it
 msgpack records and compares the synthetic topic with ``OnlineSynthesizer(..., partition=p)``
-fed the same points under the same key (``dpsynth.stream.testing``).
+fed the same points under the same key (``dpsynth.testing.kafka``).
 """
 
 from __future__ import annotations
@@ -12,13 +12,11 @@ import time
 import numpy as np
 import pytest
 
+from dpsynth.client.consumer import ReleaseConsumer
 from dpsynth.stream.codecs import decode_dead_letter
-from dpsynth.stream.consumer import ReleaseConsumer
-from dpsynth.stream.testing import (
+from dpsynth.testing.kafka import (
     WorkerProcess,
-    check_against_embedded,
     create_topics,
-    embedded_release_records,
     encode_records,
     produce_messages,
     read_topic,
@@ -27,6 +25,7 @@ from dpsynth.stream.testing import (
     worker_env,
     write_schema,
 )
+from tests.support.embedded import check_against_embedded, embedded_release_records
 
 pytestmark = pytest.mark.kafka
 

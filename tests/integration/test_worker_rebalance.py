@@ -12,12 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpsynth.stream.consumer import ReleaseConsumer
-from dpsynth.stream.testing import (
+from dpsynth.client.consumer import ReleaseConsumer
+from dpsynth.testing.kafka import (
     WorkerProcess,
-    check_against_embedded,
     create_topics,
-    embedded_release_records,
     encode_records,
     produce_messages,
     read_topic,
@@ -26,6 +24,7 @@ from dpsynth.stream.testing import (
     worker_env,
     write_schema,
 )
+from tests.support.embedded import check_against_embedded, embedded_release_records
 
 pytestmark = pytest.mark.kafka
 

@@ -15,12 +15,10 @@ import time
 import numpy as np
 import pytest
 
-from dpsynth.stream.testing import (
+from dpsynth.testing.kafka import (
     WorkerProcess,
-    check_against_embedded,
     committed_offsets,
     create_topics,
-    embedded_release_records,
     encode_records,
     produce_messages,
     read_topic,
@@ -29,6 +27,7 @@ from dpsynth.stream.testing import (
     worker_env,
     write_schema,
 )
+from tests.support.embedded import check_against_embedded, embedded_release_records
 
 pytestmark = pytest.mark.kafka
 

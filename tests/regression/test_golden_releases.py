@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dpsynth.lowdim import lowdim_synthesize
-from dpsynth.offline import pmm_synthesize
-from dpsynth.psmm import psmm_synthesize
-from dpsynth.release_format import encode_release
-from dpsynth.synthesizer import OnlineSynthesizer
+from dpsynth.offline.lowdim import lowdim_synthesize
+from dpsynth.offline.pmm import pmm_synthesize
+from dpsynth.offline.psmm import psmm_synthesize
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.release.points_v1 import encode_release
 from dpsynth.tabular import Domain, TabularSynthesizer, encode_tabular_release
 
 GOLDEN = Path(__file__).with_name("golden_releases.json")

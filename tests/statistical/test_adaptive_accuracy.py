@@ -13,8 +13,8 @@ from statistics import median
 import numpy as np
 
 from dpsynth.eval import w1_tree_upper
-from dpsynth.offline import pmm_synthesize
-from dpsynth.synthesizer import OnlineSynthesizer
+from dpsynth.offline.pmm import pmm_synthesize
+from dpsynth.online.synthesizer import OnlineSynthesizer
 
 
 def _steps(synth: OnlineSynthesizer, x: np.ndarray, per_step: int = 500) -> None:

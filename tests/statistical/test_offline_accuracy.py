@@ -11,7 +11,7 @@ import numpy as np
 import ot
 import pytest
 
-from dpsynth.offline import pmm_synthesize
+from dpsynth.offline.pmm import pmm_synthesize
 
 pytestmark = pytest.mark.statistical
 

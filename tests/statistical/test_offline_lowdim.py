@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from dpsynth.eval import w1_exact
-from dpsynth.lowdim import GRID_REFINEMENT, lowdim_release, private_covariance, private_mean
 from dpsynth.noise import KeyedNoise
-from dpsynth.offline import pmm_synthesize
+from dpsynth.offline.lowdim import GRID_REFINEMENT, lowdim_release, private_covariance, private_mean
+from dpsynth.offline.pmm import pmm_synthesize
 
 pytestmark = pytest.mark.statistical
 INFLATE = 1 + 1 / GRID_REFINEMENT

@@ -13,8 +13,8 @@ import pytest
 
 from dpsynth.eval import w1_exact
 from dpsynth.noise import discrete_laplace_variance
-from dpsynth.offline import pmm_synthesize
-from dpsynth.psmm import psmm_measure, psmm_synthesize
+from dpsynth.offline.pmm import pmm_synthesize
+from dpsynth.offline.psmm import psmm_measure, psmm_synthesize
 
 pytestmark = pytest.mark.statistical
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from dpsynth.accounting import check_budget, worst_case_loss
-from dpsynth.accurate import accurate_schedule, gls_tree, split_by_fractions
 from dpsynth.errors import BudgetExceededError
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
-from dpsynth.synthesizer import OnlineSynthesizer
+from dpsynth.online.accurate import accurate_schedule, gls_tree, split_by_fractions
+from dpsynth.online.synthesizer import OnlineSynthesizer
 
 KEY = bytes(range(32))
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpsynth.blocks import _dyadic_nodes, block_budget, block_of
 from dpsynth.errors import ConfigError
 from dpsynth.noise import discrete_laplace_variance
-from dpsynth.synthesizer import OnlineSynthesizer
+from dpsynth.online.blocks import _dyadic_nodes, block_budget, block_of
+from dpsynth.online.synthesizer import OnlineSynthesizer
 
 KEY = bytes(range(32))
 
@@ -249,7 +249,7 @@ def test_P9_run_command_refuses_add_remove(
 def test_leaf_floor_removes_phantom_mass_from_empty_regions() -> None:
     """All records in the corner [0, 0.25]²: with the floor, far less released mass lies outside
     it than with plain clipping (empty PrivTree leaves carry clipped noise)."""
-    import dpsynth.blocks as blocks_module
+    import dpsynth.online.blocks as blocks_module
 
     x = 0.25 * np.random.default_rng(8).random((6000, 2))
     outside = {}

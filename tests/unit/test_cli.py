@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dpsynth import bench_accuracy
-from dpsynth.cli import CSV_COLUMNS, DEMO_KEY, KEY_ENV, KEY_FILE_ENV, main, tick_sizes
+from dpsynth.cli import DEMO_KEY, KEY_ENV, KEY_FILE_ENV, main
+from dpsynth.cli.demo import CSV_COLUMNS, tick_sizes
 from dpsynth.clock import TickClock
-from dpsynth.release_format import read_release_file
+from dpsynth.release.points_v1 import read_release_file
 
 SECRET_HEX = "5e" * 16 + "c4" * 16  # a stand-in private key; must never appear in any output
 
@@ -97,9 +97,8 @@ def test_tick_sizes_follow_the_clock() -> None:
 def test_help_lists_commands() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
-    assert "bench" in result.output and "demo" in result.output
-    result = CliRunner().invoke(main, ["bench", "--help"])
-    assert result.exit_code == 0 and "--repeats" in result.output
+    assert "demo" in result.output and "worker" in result.output
+    assert "bench" not in result.output  # benchmarks live outside the package
 
 
 # -- dpsynth run / inspect / eval ------------------------------------------------------------
@@ -290,8 +289,8 @@ def test_ndjson_without_schema_is_refused(tmp_path: Path, no_env_key: None) -> N
 
 def test_run_names_a_missing_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                      no_env_key: None) -> None:
-    missing = tmp_path / "nowhere" / "gowalla_events.csv.gz"
-    monkeypatch.setattr(bench_accuracy, "GOWALLA", missing)
+    monkeypatch.setenv("DPSYNTH_DATA_DIR", str(tmp_path / "nowhere"))
+    missing = tmp_path / "nowhere" / "gowalla_nyc" / "gowalla_events.csv.gz"
     result = CliRunner().invoke(main, ["run", "--dataset", "gowalla", "--out", str(tmp_path)])
     assert result.exit_code != 0 and str(missing) in result.output
 
@@ -347,8 +346,6 @@ def test_run_refuses_a_bad_key_file_without_echoing_it(
 
 def test_help_lists_the_product_commands() -> None:
     output = _invoke("--help")
-    for command in ("run", "inspect", "eval", "bench"):
+    for command in ("run", "inspect", "eval", "snapshot", "tabular", "worker", "produce",
+                    "consume", "demo"):
         assert command in output
-    output = _invoke("bench", "--help")
-    for which in ("accuracy", "rate", "throughput", "--plots", "--seeds"):
-        assert which in output

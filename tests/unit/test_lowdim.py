@@ -7,9 +7,10 @@ from itertools import product
 import numpy as np
 import pytest
 
-import dpsynth.lowdim as lowdim
+import dpsynth.offline.lowdim as lowdim
 from dpsynth.errors import BudgetExceededError, ConfigError
-from dpsynth.lowdim import (
+from dpsynth.noise import KeyedNoise
+from dpsynth.offline.lowdim import (
     adaptive_dim,
     lowdim_release,
     lowdim_split,
@@ -18,7 +19,6 @@ from dpsynth.lowdim import (
     private_mean,
     projection_cube,
 )
-from dpsynth.noise import KeyedNoise
 
 KEY = bytes(range(32))
 

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
-from dpsynth import _kernels
 from dpsynth.errors import ConfigError
 from dpsynth.noise import (
     MAX_EVENT,
     SCALE_DENOMINATOR,
     KeyedNoise,
+    _kernels,
     effective_scale,
     encode_context,
     geometric_from_uniform,

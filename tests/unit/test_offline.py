@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpsynth.errors import ConfigError
-from dpsynth.offline import pmm_depth, pmm_scales, pmm_synthesize
+from dpsynth.offline.pmm import pmm_depth, pmm_scales, pmm_synthesize
 
 KEY = bytes(range(32))
 
@@ -53,7 +53,7 @@ def test_P7_add_remove_never_reads_the_private_size_for_the_depth() -> None:
     """Under add/remove the depth comes from a public hint or a noisy n (5 % of ε): two inputs
     that differ in one record get depths from noisy sizes, and the accounting still sums to ε."""
     from dpsynth.noise import KeyedNoise
-    from dpsynth.offline import SIZE_SHARE, resolution_size
+    from dpsynth.offline.pmm import SIZE_SHARE, resolution_size
 
     noise = KeyedNoise(KEY)
     size, rest = resolution_size(4096, 1.0, "add_remove", None, noise, ("pmm",))

@@ -11,7 +11,7 @@ import pytest
 
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, effective_scale
-from dpsynth.privtree import (
+from dpsynth.online.privtree import (
     GRID,
     biased_counts,
     noisy_leaf_counts,

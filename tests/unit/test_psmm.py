@@ -9,7 +9,7 @@ import pytest
 
 from dpsynth.accounting import check_composition, laplace_loss
 from dpsynth.errors import BudgetExceededError, ConfigError
-from dpsynth.psmm import (
+from dpsynth.offline.psmm import (
     closest_probability_dense,
     closest_probability_grid,
     grid_of_cells,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from dpsynth.errors import ConfigError, DpsynthError
-from dpsynth.release import Release
-from dpsynth.release_format import (
+from dpsynth.release.model import Release
+from dpsynth.release.points_v1 import (
     ReleaseAssembler,
     ReleaseIncompleteError,
     ReleaseKey,
@@ -25,7 +25,7 @@ from dpsynth.release_format import (
     release_key,
     write_release_file,
 )
-from dpsynth.release_format import _cell_dtype as _cell_dtype
+from dpsynth.release.points_v1 import _cell_dtype as _cell_dtype
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 METADATA = {

@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from dpsynth.errors import ConfigError
-from dpsynth.stream.config import NoiseKey, WorkerConfig, bootstrap_of, load_config
+from dpsynth.stream.settings import NoiseKey, WorkerConfig, bootstrap_of, load_config
 
 KEY = "ab" * 32
 
@@ -164,7 +164,7 @@ def test_bootstrap_forms():
 def test_worker_command_exits_2_with_the_fix(env, monkeypatch):
     from click.testing import CliRunner
 
-    from dpsynth.stream.commands import worker
+    from dpsynth.cli.worker import worker
 
     for name in list(env):
         monkeypatch.delenv(name, raising=False)
@@ -179,7 +179,7 @@ def test_worker_command_exits_2_with_the_fix(env, monkeypatch):
 
 
 def test_a_data_directory_is_held_by_one_worker(env):
-    from dpsynth.stream.commands import lock_data_dir
+    from dpsynth.cli.worker import lock_data_dir
 
     config = load_config(env)
     held = lock_data_dir(config)
@@ -192,8 +192,8 @@ def test_a_data_directory_is_held_by_one_worker(env):
 
 
 def test_schedule_defaults_to_the_synthesizers_and_is_checked(env):
-    from dpsynth.stream.config import default_schedule
-    from dpsynth.synthesizer import SCHEDULES
+    from dpsynth.online.synthesizer import SCHEDULES
+    from dpsynth.stream.settings import default_schedule
 
     assert load_config(env).schedule == default_schedule()
     for name in SCHEDULES:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpsynth.release_format import encode_release
+from dpsynth.client.consumer import ReleaseTracker
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.release.points_v1 import encode_release
 from dpsynth.schema import Column, Schema
-from dpsynth.stream.consumer import ReleaseTracker
-from dpsynth.synthesizer import OnlineSynthesizer
 
 KEY = bytes(range(32))
 

@@ -15,17 +15,15 @@ pytest.importorskip("rocksdict")
 
 from dpsynth.errors import ConfigError  # noqa: E402
 from dpsynth.stream.codecs import decode_dead_letter  # noqa: E402
-from dpsynth.stream.config import load_config  # noqa: E402
 from dpsynth.stream.crash import CrashPoints  # noqa: E402
 from dpsynth.stream.processor import InputMessage, PartitionProcessor  # noqa: E402
+from dpsynth.stream.settings import load_config  # noqa: E402
 from dpsynth.stream.store import PartitionStore  # noqa: E402
-from dpsynth.stream.testing import (  # noqa: E402
-    TEST_KEY_HEX,
+from dpsynth.testing.kafka import TEST_KEY_HEX, encode_records, records_of  # noqa: E402
+from tests.support.embedded import (  # noqa: E402
     MemorySink,
     check_against_embedded,
     embedded_release_records,
-    encode_records,
-    records_of,
 )
 
 RELEASE_EVERY = 500

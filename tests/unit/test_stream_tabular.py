@@ -13,18 +13,19 @@ pytest.importorskip("rocksdict")
 
 from dpsynth.errors import ConfigError  # noqa: E402
 from dpsynth.stream.codecs import decode_dead_letter  # noqa: E402
-from dpsynth.stream.config import load_config  # noqa: E402
 from dpsynth.stream.crash import CrashPoints  # noqa: E402
 from dpsynth.stream.processor import InputMessage, PartitionProcessor  # noqa: E402
+from dpsynth.stream.settings import load_config  # noqa: E402
 from dpsynth.stream.store import PartitionStore  # noqa: E402
-from dpsynth.stream.testing import TEST_KEY_HEX, MemorySink, encode_records  # noqa: E402
-from dpsynth.stream.testing_tabular import (  # noqa: E402
+from dpsynth.tabular.domain import Domain  # noqa: E402
+from dpsynth.testing.kafka import TEST_KEY_HEX, encode_records  # noqa: E402
+from tests.support.embedded import MemorySink
+from tests.support.tabular import (  # noqa: E402
     SMALL_DOMAIN,
     check_tabular_against_embedded,
     embedded_tabular_release_records,
     write_domain,
 )
-from dpsynth.tabular.domain import Domain  # noqa: E402
 
 RELEASE_EVERY = 200
 PER_MESSAGE = 70  # not a divisor of RELEASE_EVERY: batches end mid-step

@@ -5,7 +5,7 @@ Layer: adapter.
 
 from __future__ import annotations
 
-from dpsynth.stream.commands import main
+from dpsynth.cli.worker import main
 
 if __name__ == "__main__":
     main()

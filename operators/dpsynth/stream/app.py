@@ -29,10 +29,10 @@ from typing import Any
 import faust
 from faust.types import TP, EventT, StreamT
 
-from dpsynth.stream.config import WorkerConfig
 from dpsynth.stream.crash import CrashPoints
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.processor import InputMessage, PartitionProcessor, Sink
+from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.sink import KafkaSink, make_replay
 from dpsynth.stream.store import PartitionStore
 

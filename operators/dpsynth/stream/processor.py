@@ -12,8 +12,8 @@ The commit protocol (DESIGN §3 "Exactly-once as consumers see it"), per batch o
    offsets back from the input partition first (``replay``): the state is rebuilt from the same
    records with the same key, so its releases are byte-identical to the ones already published.
 3. Decode and check all records at once; invalid ones go to the dead-letter topic with a reason.
-4. Feed the valid rows to the partition's engine (:mod:`dpsynth.stream.engine`): the point
-   synthesizer (:class:`~dpsynth.synthesizer.OnlineSynthesizer`) or the tabular one.
+4. Feed the valid rows to the partition's engine (:mod:`dpsynth.stream.engines`): the point
+   synthesizer (:class:`~dpsynth.online.synthesizer.OnlineSynthesizer`) or the tabular one.
 5. If releases completed (or a checkpoint is due): produce every record of every release and
    wait until the broker has them all (and every dead letter); **then** commit the snapshot and
    the watermark atomically (:class:`~dpsynth.stream.store.PartitionStore`); **then** report the
@@ -36,10 +36,10 @@ import numpy as np
 
 from dpsynth.errors import ConfigError
 from dpsynth.stream.codecs import dead_letter_key, encode_dead_letter, release_record_key
-from dpsynth.stream.config import WorkerConfig
 from dpsynth.stream.crash import CrashPoints
-from dpsynth.stream.engine import Engine, open_engine
+from dpsynth.stream.engines import Engine, open_engine
 from dpsynth.stream.metrics import Metrics
+from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.store import PartitionStore
 from dpsynth.stream.tabular_engine import TABULAR_VARIABLES, tabular_public_config
 

@@ -10,7 +10,8 @@ or the StreamingMWEM baseline, Alg 2) under the same commit protocol as the poin
 - :class:`TabularEngine`: records are encoded by the domain (a record outside it is
   dead-lettered with a reason naming the attribute, never the value), one time step of the
   paper completes every ``DPSYNTH_RELEASE_EVERY`` valid records, and a release is written in
-  format ``tabular.v1`` (:mod:`dpsynth.tabular.release`) under the key ``run/partition/sequence``.
+  format ``tabular.v1`` (:mod:`~dpsynth.release.tabular_v1`) under the key
+  ``run/partition/sequence``.
 
 Privacy (paper 003 Thm 6.1): each partition's synthesizer is ε-DP for its own input stream under
 event-level neighbours (one record added or removed at one step); partitions hold disjoint
@@ -29,15 +30,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpsynth.errors import ConfigError, StateCorruptError
+from dpsynth.release.tabular_v1 import encode_tabular_release
 from dpsynth.schema import ClipReport
 from dpsynth.stream.codecs import BatchResult, split_messages
 from dpsynth.tabular.counters import COUNTERS
 from dpsynth.tabular.domain import Domain
-from dpsynth.tabular.release import encode_tabular_release
 from dpsynth.tabular.synthesizer import METHODS, TabularSynthesizer
 
 if TYPE_CHECKING:
-    from dpsynth.stream.config import WorkerConfig
+    from dpsynth.stream.settings import WorkerConfig
 
 #: The variable that sets each key of :func:`tabular_public_config` (for the mismatch error).
 TABULAR_VARIABLES = {
@@ -161,7 +162,7 @@ def _public(params: dict[str, Any]) -> dict[str, Any]:
 
 
 class TabularEngine:
-    """:class:`~dpsynth.stream.engine.Engine` over a :class:`TabularSynthesizer`."""
+    """:class:`~dpsynth.stream.engines.Engine` over a :class:`TabularSynthesizer`."""
 
     def __init__(self, synth: TabularSynthesizer, domain: Domain, release_every: int) -> None:
         self.synth = synth

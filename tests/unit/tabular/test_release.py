@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpsynth.release_format import ReleaseIncompleteError, decode_release
-from dpsynth.tabular.release import (
+from dpsynth.release.points_v1 import ReleaseIncompleteError, decode_release
+from dpsynth.release.tabular_v1 import (
     TabularRelease,
     decode_tabular_release,
     encode_tabular_release,

@@ -1,0 +1,1 @@
+"""dpsynth's benchmarks: not installed with the package; run with ``python -m benchmarks``."""

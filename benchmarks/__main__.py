@@ -1,0 +1,240 @@
+"""dpsynth's benchmarks, one command: ``python -m benchmarks COMMAND`` (``make bench``).
+
+Not installed with the package. Every speed is a median over repeats and a ratio to a baseline
+timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data). Commands:
+
+``core noise|level|all|accuracy|rate|throughput|modes|offline|offline-cost|peer``
+    the sampler, one level tick, the online synthesizer's accuracy and speed, the schedules,
+    the offline mechanisms and the add/remove comparison with PHDStream (docs/benchmarks.md
+    §1–§12);
+``kafka``
+    the Kafka operator from produce to release (§8);
+``tabular`` and ``tabular-report``
+    paper 003's Adult tables (§11).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from benchmarks import accuracy as bench_accuracy
+from benchmarks import modes as bench_modes
+from benchmarks import noise as benchmarks
+from benchmarks.kafka import bench_kafka
+from dpsynth.tabular.metrics import METRICS
+from dpsynth.tabular.synthesizer import FITS
+
+
+@click.group()
+def main() -> None:
+    """dpsynth benchmarks (docs/benchmarks.md gives each section's command)."""
+
+
+main.add_command(bench_kafka, name="kafka")
+
+
+@main.command(name="core")
+@click.argument(
+    "which", default="all",
+    type=click.Choice(["noise", "level", "all", "accuracy", "rate", "throughput", "modes",
+                       "offline", "offline-cost", "peer"]),
+)
+@click.option(
+    "--repeats", type=click.IntRange(min=1), default=5, show_default=True,
+    help="Repeats per measurement (noise, level, throughput); medians are reported.",
+)
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="accuracy: seeds (noise keys and uniform streams) per data set and size.")
+@click.option("--peak-records", type=click.IntRange(min=0), default=10_000_000,
+              show_default=True,
+              help="throughput: peak memory of a run to this t, in a fresh process (0: skip).")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="accuracy, rate: save PNG plots in this directory (e.g. docs/img).")
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the raw results (every repeat or seed) to this JSON file.",
+)
+@click.option("--schedule", type=click.Choice(["paper", "accurate"]), default="paper",
+              show_default=True, help="throughput: the schedule measured.")
+def bench(which: str, repeats: int, seeds: int, peak_records: int, plots_dir: Path | None,
+          json_path: Path | None, schedule: str) -> None:
+    """Benchmarks: noise sampler (noise), one LevelCounters tick (level), noise + level (all),
+    online vs PMM vs floor (accuracy), W1 rate in t (rate), ingest and memory (throughput).
+
+    Speeds are medians over repeats and ratios to baselines timed in the same run.
+    """
+    console = Console()
+    machine = benchmarks.machine_info()
+    results: dict[str, Any] = {}
+    if which in ("noise", "all"):
+        with console.status(f"noise: {repeats} repeats (OpenDP takes seconds per repeat)…"):
+            results["noise"] = benchmarks.run_noise_bench(repeats)
+        benchmarks.print_noise_report(results["noise"], console)
+    if which in ("level", "all"):
+        with console.status(f"level: {repeats} repeats of 2^20 cells…"):
+            results["level"] = benchmarks.run_level_bench(repeats)
+        benchmarks.print_level_report(results["level"], console)
+    if which == "accuracy":
+        results["accuracy"] = _bench_accuracy(console, seeds, plots_dir)
+    if which == "rate":
+        with console.status("rate: d = 1, 2, 3 and t = 10^3 … 10^6…"):
+            rows = bench_accuracy.rate_table()
+        bench_accuracy.print_rate_report(rows, console)
+        results["rate"] = {"rows": rows}
+        if plots_dir is not None:
+            console.print(f"plot: {bench_accuracy.plot_rate(rows, plots_dir)}")
+    if which == "throughput":
+        results["throughput"] = _bench_throughput(console, repeats, peak_records, schedule)
+    if which == "modes":
+        results["modes"] = _bench_modes(console, seeds, plots_dir)
+    if which == "peer":
+        from benchmarks import peer as bench_peer  # issue 8
+
+        with console.status(f"peer: uniform + gowalla to t = 10^5, {seeds} seeds…"):
+            rows = bench_peer.peer_rows(seeds=seeds)
+        summary = bench_peer.summarise_peer(rows)
+        bench_peer.print_peer(summary, console)
+        results["peer"] = {"rows": rows, "summary": summary}
+    if which == "offline":
+        from benchmarks import offline as bench_offline  # issue 6
+
+        results["offline"] = bench_offline.run(console, seeds)
+    if which == "offline-cost":
+        from benchmarks import offline as bench_offline
+
+        results["offline-cost"] = bench_offline.run_cost(console)
+    for result in results.values():
+        result.setdefault("machine", machine)
+    console.print(
+        f"[dim]{machine['date']}; nproc {machine['nproc']}, load {machine['loadavg_1m']}; "
+        f"python {machine['python']}, numpy {machine['numpy']}, numba {machine['numba']}, "
+        f"opendp {machine['opendp']}[/]"
+    )
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(results, indent=2) + "\n")
+        console.print(f"raw results written to {json_path}")
+
+
+def _bench_accuracy(console: Console, seeds: int, plots_dir: Path | None) -> dict[str, Any]:
+    if not bench_accuracy.GOWALLA.is_file():
+        console.print(f"[yellow]{bench_accuracy.GOWALLA} is missing: uniform data only[/]")
+    with console.status(f"accuracy: uniform + gowalla, t = 2·10^4 and 10^5, {seeds} seeds…"):
+        rows = bench_accuracy.accuracy_table(seeds=seeds)
+    bench_accuracy.print_accuracy_report(rows, console)
+    if plots_dir is not None:
+        console.print(f"plot: {bench_accuracy.plot_accuracy(rows, plots_dir)}")
+    return {"rows": rows, "summary": bench_accuracy.summarise_accuracy(rows)}
+
+
+def _bench_throughput(
+    console: Console, repeats: int, peak_records: int, schedule: str
+) -> dict[str, Any]:
+    with console.status(f"throughput ({schedule}): {repeats} runs of 10^6 records…"):
+        result = bench_accuracy.throughput(repeats=repeats, schedule=schedule)
+    if peak_records:
+        with console.status(f"peak memory: one run to t = {peak_records:,} in a new process…"):
+            result["peak"] = bench_accuracy.peak_memory(peak_records, schedule=schedule)
+    bench_accuracy.print_throughput_report(result, console)
+    return result
+
+
+def _bench_modes(console: Console, seeds: int, plots_dir: Path | None) -> dict[str, Any]:
+    """Issue 5: accurate vs paper vs PMM vs PMM-rep vs floor (d = 2; d = 1, 3 on uniform)."""
+    with console.status(f"modes: d = 2, t = 4000 / 2·10^4 / 10^5, {seeds} seeds…"):
+        rows = bench_modes.mode_rows(bench_modes.default_datasets(), (4000, 20_000, 100_000),
+                                     seeds, dims=(2,))
+    with console.status("modes: d = 1 and 3 on uniform data, t = 10^4 and 10^5…"):
+        # d = 1 and 3 are a side table: min(seeds, 3) seeds keep the run under half an hour
+        rows += bench_modes.mode_rows(bench_modes.default_datasets(include_gowalla=False),
+                                      (10_000, 100_000), min(seeds, 3), dims=(1, 3))
+    summary = bench_modes.summarise(rows)
+    bench_modes.print_summary(summary, console)
+    if plots_dir is not None:
+        console.print(f"plot: {bench_modes.plot_summary(summary, plots_dir)}")
+    return {"rows": rows, "summary": summary}
+
+
+@main.command(name="tabular")
+@click.option("--datasets", default="randomized-50,randomized-200,ordered-50,ordered-200",
+              show_default=True, help="Streams: ORDER-BATCH, comma separated.")
+@click.option("--epsilons", default="0.5,1,2,4", show_default=True)
+@click.option("--methods", default="baseline,simple,block", show_default=True)
+@click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
+@click.option("--k", "k", default="auto", show_default=True,
+              help="Workloads per step: an integer, or auto (1 if ε ≤ 1, else 4).")
+@click.option("--max-steps", type=int, default=None, help="Truncate streams (smoke runs).")
+@click.option("--estimator", type=click.Choice(["alg3", "sample"]), default="alg3",
+              show_default=True, help="Measurement of the proposed method (docs/tabular.md T6).")
+@click.option("--fit", type=click.Choice(FITS), default="mw", show_default=True,
+              help="Model fit (pgm needs dpsynth[pgm]); use a --tag per fit.")
+@click.option("--tag", default="run", show_default=True, help="Name of the results CSV.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("dpsynth-bench-tabular"), show_default=True)
+def tabular_bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str,
+          max_steps: int | None, estimator: str, fit: str, tag: str, out: Path) -> None:
+    """Paper 003 Tables 1–3 on Adult: our numbers next to the paper's (last 10 steps)."""
+    from benchmarks.tabular import (
+        ADULT_DIR,
+        RESULT_COLUMNS,
+        auto_k,
+        read_results,
+        run_one,
+        summary_markdown,
+    )
+    from dpsynth.datasets import load_adult, make_stream
+
+    if not (ADULT_DIR / "adult.csv").exists():
+        raise click.UsageError(f"{ADULT_DIR} is absent: the benchmark needs the Adult data")
+    console = Console()
+    domain, codes, csv_order = load_adult(ADULT_DIR)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"results-{tag}.csv"
+    fresh = not path.exists()
+    with open(path, "a", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(RESULT_COLUMNS))
+        if fresh:
+            writer.writeheader()
+        for spec in datasets.split(","):
+            kind, batch = spec.split("-")
+            for seed in (int(s) for s in seeds.split(",")):
+                stream = make_stream(codes, csv_order, domain, kind, seed)
+                for eps in (float(e) for e in epsilons.split(",")):
+                    k_eps = auto_k(eps) if k == "auto" else int(k)
+                    for method in methods.split(","):
+                        res = run_one(domain, stream, int(batch), eps, method, seed, k_eps,
+                                      max_steps=max_steps, estimator=estimator, fit=fit)
+                        row = {"dataset": f"Adult-{kind}-bs-{batch}", "epsilon": eps,
+                               "method": method, "seed": seed, "k": k_eps, **res}
+                        writer.writerow(row)
+                        f.flush()
+                        console.print(
+                            f"{row['dataset']} ε={eps:g} {method} seed={seed}: "
+                            + " ".join(f"{m}={res[m]:.4f}" for m in METRICS)
+                            + f" ({res['sec_per_step'] * 1000:.0f} ms/step, "
+                            f"{res['peak_rss_mb']:.0f} MB peak)")
+    table = summary_markdown(read_results(out))
+    (out / "summary.md").write_text(table)
+    console.print(table)
+
+
+@main.command(name="tabular-report")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("dpsynth-bench-tabular"), show_default=True)
+def bench_report(out: Path) -> None:
+    """Merge every results-*.csv in --out into the side-by-side table."""
+    from benchmarks.tabular import read_results, summary_markdown
+
+    table = summary_markdown(read_results(out))
+    (out / "summary.md").write_text(table)
+    click.echo(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""What the embedded commands share: the noise key, the input sources, plots, error handling.
+
+Layer: adapter. Inputs are a CSV/NDJSON file under a declared schema (or a CSV header's columns,
+never inferred from values), a data set of ``DPSYNTH_DATA_DIR``, or the generated stream.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+from rich.console import Console
+
+from dpsynth import datasets
+from dpsynth.errors import ConfigError
+from dpsynth.keys import NoiseKey, load_noise_key
+from dpsynth.schema import ClipReport, Column, Schema
+
+# `dpsynth run` defaults: a generated d = 2 stream, small enough to finish in seconds.
+RUN_POINTS = 20_000
+
+
+# -- the noise key -------------------------------------------------------------------------------
+
+
+def resolve_key() -> NoiseKey:
+    """The run's noise key (:func:`dpsynth.keys.load_noise_key`), the public demo key if unset.
+
+    Errors name the variable and the fix and never echo the key.
+    """
+    try:
+        return load_noise_key(allow_demo=True)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
+
+
+def print_key(console: Console, key: NoiseKey) -> None:
+    """One line naming the key by its fingerprint; a warning for the public demo key."""
+    if key.is_demo:
+        console.print(f"[bold yellow]WARNING[/]: noise key is the {key.label()}")
+    else:
+        console.print(f"noise key: {key.label()}")
+
+
+def figure(width: float, height: float) -> Any:
+    """A matplotlib figure on the Agg canvas (no display needed)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+# -- inputs --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Source:
+    """One input of ``run`` or ``eval``: records and their schema, or points in [0,1]^d."""
+
+    label: str
+    names: tuple[str, ...]
+    schema: Schema | None = None  # maps ``records`` to [0,1]^d
+    records: list[Any] | None = None
+    points: np.ndarray | None = None  # already in [0,1]^d
+    units: Schema | None = None  # the user's schema: points back to original units
+
+    @property
+    def n(self) -> int:
+        """Number of input records (valid or not)."""
+        if self.records is not None:
+            return len(self.records)
+        return 0 if self.points is None else len(self.points)
+
+    @property
+    def d(self) -> int:
+        """Dimension of the points."""
+        return len(self.names)
+
+    def batches(
+        self, size: int
+    ) -> Iterator[tuple[int, np.ndarray, ClipReport | None, list[tuple[int, str]]]]:
+        """(records in the batch, valid points, clip report, rejects with input indices)."""
+        for start in range(0, self.n, size):
+            if self.records is None:
+                chunk = self.points[start:start + size]  # type: ignore[index]
+                yield len(chunk), chunk, None, []
+                continue
+            part = self.records[start:start + size]
+            points, report, rejects = self.schema.split_valid(part)  # type: ignore[union-attr]
+            yield len(part), points, report, [(start + i, why) for i, why in rejects]
+
+    def valid_points(self) -> np.ndarray:
+        """All valid records as points in [0,1]^d, in input order (what the synthesizer sees)."""
+        parts = [points for _, points, _, _ in self.batches(50_000)]
+        return np.concatenate(parts) if parts else np.zeros((0, self.d))
+
+
+def _csv_value(text: str) -> Any:
+    """A CSV cell as a float when it parses as one, else the text (rejected by the schema)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def read_records(path: Path) -> list[Any]:
+    """Records of a CSV file with a header, or of NDJSON (one object per line); ``.gz`` allowed.
+
+    Empty CSV cells are missing fields; an NDJSON line that is not valid JSON becomes ``None``,
+    which the schema rejects as "record must be a mapping".
+    """
+    return read_table(path)[0]
+
+
+def read_table(path: Path) -> tuple[list[Any], tuple[str, ...] | None]:
+    """(records, the CSV header's column names, or None for NDJSON) of ``path``."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as f:  # type: ignore[operator]
+        text = f.read()
+    if text.lstrip()[:1] in ("{", "["):
+        records: list[Any] = []
+        for line in text.splitlines():
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    records.append(None)
+        return records, None
+    rows = csv.DictReader(text.splitlines())
+    header = tuple(name for name in (rows.fieldnames or ()) if name)
+    return [{k: _csv_value(v) for k, v in row.items() if k is not None and v not in (None, "")}
+            for row in rows], header
+
+
+def load_source(
+    input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
+    seed: int, limit: int | None,
+) -> Source:
+    """The input named by the options: a file, a data set, or the generated stream."""
+    if input_path is not None and dataset is not None:
+        raise click.UsageError("give either --input or --dataset, not both")
+    if schema_path is not None and input_path is None:
+        raise click.UsageError("--schema maps the columns of an --input file; add --input FILE")
+    if input_path is not None:
+        source = _file_source(input_path, schema_path)
+    elif dataset == "gowalla":
+        path = datasets.gowalla_path()
+        if not path.is_file():
+            raise click.UsageError(
+                f"dataset gowalla: {path} is missing; set {datasets.DATA_DIR_ENV} to the folder "
+                "holding gowalla_nyc/ (../shared/data), or pass --input FILE"
+            )
+        source = Source(f"Gowalla NYC check-ins ({path}), time order, lon/lat scaled to [0,1]",
+                        ("x (lon)", "y (lat)"), points=datasets.load_gowalla(path))
+    else:
+        source = Source(
+            f"generated stream: {points:,} points, 4 drifting Gaussian blobs (seed {seed})",
+            ("x", "y"), points=datasets.drifting_blobs(points, seed))
+    if limit is not None:
+        if source.records is not None:
+            source.records = source.records[:limit]
+        else:
+            source.points = source.points[:limit]  # type: ignore[index]
+        source.label += f", first {limit:,} records"
+    return source
+
+
+def _file_source(path: Path, schema_path: Path | None) -> Source:
+    """The records of ``path`` under a declared schema, or under the CSV header's columns.
+
+    A schema is never inferred from values (DESIGN §3 "What may depend on the data"): without
+    ``--schema`` every column named in the CSV header is a coordinate in [0,1], and a row whose
+    value does not parse as a number there is rejected (dead-lettered), never a column dropped.
+    NDJSON has no header, so it needs ``--schema``.
+    """
+    records, header = read_table(path)
+    if schema_path is not None:
+        schema = Schema.from_json_file(schema_path)
+        label = f"{path} ({len(records):,} records), schema {schema_path}"
+        return Source(label, schema.names, schema=schema, records=records, units=schema)
+    if header is None:
+        raise click.UsageError(
+            f"{path} is NDJSON, which names no columns up front; pass --schema FILE to declare "
+            "the columns and their bounds (schemas/example-schema.json shows the format)"
+        )
+    if not header:
+        raise click.UsageError(f"{path} has no CSV header; pass --schema FILE")
+    schema = Schema(tuple(Column(name, 0.0, 1.0) for name in header))
+    label = (f"{path} ({len(records):,} records), header columns {', '.join(header)} taken as "
+             "coordinates in [0,1] (no --schema; a row that does not parse is rejected)")
+    return Source(label, header, schema=schema, records=records)
+
+
+def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The input options shared by ``run`` and ``eval``."""
+    options = [
+        click.option("--input", "input_path",
+                     type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="CSV with a header, or NDJSON of objects (.gz allowed)."),
+        click.option("--schema", "schema_path",
+                     type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="Schema JSON mapping named columns to [0,1]^d (schemas/). Without "
+                          "it, every column of the CSV header is a coordinate in [0,1] (never "
+                          "inferred from values); NDJSON needs it."),
+        click.option("--dataset", type=click.Choice(["gowalla"]),
+                     help="A data set of ../shared/data instead of --input (time order)."),
+        click.option("--points", type=click.IntRange(min=1), default=RUN_POINTS,
+                     show_default=True, help="Size of the generated stream (the default input)."),
+        click.option("--seed", type=int, default=0, show_default=True,
+                     help="Seed of the generated stream (not of the privacy noise: keyed)."),
+        click.option("--limit", type=click.IntRange(min=1),
+                     help="Use only the first N records of the input."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn

@@ -1,0 +1,547 @@
+"""``dpsynth produce`` and ``dpsynth consume``: records into the raw-events topic, releases out.
+
+Layer: adapter (confluent-kafka, click, rich; no DP arithmetic). Issue 4, items 3 and 5.
+
+``dpsynth produce``
+    Sends a CSV/NDJSON file, a data set of ``../shared/data`` or a generated stream to the
+    raw-events topic as msgpack: one record per message as a map (``--batch 1``), else a list of
+    up to ``--batch`` maps per message (what the worker decodes). Idempotent producer
+    (``enable.idempotence``: no duplicates from the producer's own retries), progress bar,
+    records/s at the end.
+``dpsynth consume``
+    Reads the synthetic topic with the consumer library (:mod:`dpsynth.client.consumer`:
+    read_committed, releases reassembled and checked, duplicates dropped, incomplete or corrupt
+    releases rejected), prints one line per release and the size of the merged dataset (the
+    union of every partition's latest release); ``--out DIR`` writes the merged points as CSV.
+
+The broker address comes from ``--bootstrap``, else ``KAFKA_BOOTSTRAP_SERVERS``, else
+``DPSYNTH_BROKER`` (the worker's setting; a Faust URL such as ``kafka://kafka:9092`` is
+accepted).
+
+.. code-block:: console
+
+    $ dpsynth produce --generate 100000 --batch 1000 --partitions 1
+    $ dpsynth consume --from-beginning --timeout 30 --out merged/
+
+The raw-events topic holds the sensitive input: nothing here prints a record's value.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import msgpack
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from dpsynth import datasets
+from dpsynth.cli.common import read_records
+from dpsynth.cli.errors import fail_on_dpsynth_error
+from dpsynth.schema import Schema
+from dpsynth.stream.settings import bootstrap_of
+
+#: Environment variables naming the broker, in order of precedence after ``--bootstrap``.
+BOOTSTRAP_ENVS = ("KAFKA_BOOTSTRAP_SERVERS", "DPSYNTH_BROKER")
+#: Field names of generated and data-set records when no ``--schema`` names them (d = 2).
+DEFAULT_FIELDS = ("x", "y")
+#: librdkafka's default ``message.max.bytes``: a message above it is refused by the client.
+MAX_MESSAGE_BYTES = 1_000_000
+#: Seconds to wait for the broker's metadata (reachability, topic creation).
+METADATA_TIMEOUT = 15.0
+
+
+# -- shared --------------------------------------------------------------------------------------
+
+
+def resolve_bootstrap(option: str | None) -> str:
+    """The bootstrap servers: ``--bootstrap``, else the environment, else a usage error.
+
+    Faust-style lists (``kafka://a:9092;kafka://b:9092``) become ``a:9092,b:9092``.
+
+    >>> resolve_bootstrap("kafka://k1:9092;kafka://k2:9092")
+    'k1:9092,k2:9092'
+    """
+    value = option
+    if not value:
+        value = next((os.environ[v] for v in BOOTSTRAP_ENVS if os.environ.get(v, "").strip()),
+                     None)
+    if not value:
+        raise click.UsageError(
+            f"no broker: pass --bootstrap HOST:PORT or set {' or '.join(BOOTSTRAP_ENVS)} "
+            "(deploy/kafka-local.sh start prints a local one)"
+        )
+    return bootstrap_of(value)
+
+
+def _kafka() -> Any:
+    """The confluent_kafka module, or a usage error naming the extra to install."""
+    try:
+        import confluent_kafka
+        import confluent_kafka.admin  # noqa: F401  (makes confluent_kafka.admin available)
+    except ImportError:
+        raise click.UsageError(
+            "confluent-kafka is not installed: pip install 'dpsynth[kafka]'"
+        ) from None
+    return confluent_kafka
+
+
+def _cluster_metadata(admin: Any, bootstrap: str) -> Any:
+    kafka = _kafka()
+    try:
+        return admin.list_topics(timeout=METADATA_TIMEOUT)
+    except kafka.KafkaException as e:
+        raise click.ClickException(
+            f"cannot reach the broker at {bootstrap} within {METADATA_TIMEOUT:g} s ({e}); "
+            "start one (deploy/kafka-local.sh start) or fix --bootstrap"
+        ) from None
+
+
+# -- produce: inputs -----------------------------------------------------------------------------
+
+
+@dataclass
+class Records:
+    """What ``produce`` sends: the records (maps of field to value) and where they came from."""
+
+    label: str
+    records: list[Any]
+
+
+def _points_to_records(points: np.ndarray, schema: Schema | None) -> list[dict[str, float]]:
+    """Points in [0,1]^d as records: in the schema's units and names, else x, y in [0,1]."""
+    if schema is not None:
+        if schema.d != points.shape[1]:
+            raise click.UsageError(
+                f"--schema has {schema.d} columns; the stream has d = {points.shape[1]}"
+            )
+        return schema.records_from_unit(points)
+    names = DEFAULT_FIELDS if points.shape[1] == 2 else tuple(
+        f"x{i}" for i in range(points.shape[1]))
+    return [dict(zip(names, row, strict=True)) for row in points.tolist()]
+
+
+def load_records(
+    input_path: Path | None, dataset: str | None, generate: int | None, seed: int,
+    schema: Schema | None,
+) -> Records:
+    """The records named by exactly one of ``--input``, ``--dataset``, ``--generate``."""
+    given = [name for name, value in (("--input", input_path), ("--dataset", dataset),
+                                      ("--generate", generate)) if value is not None]
+    if len(given) != 1:
+        raise click.UsageError(
+            "give exactly one of --input FILE, --dataset gowalla or --generate N"
+            + (f" (got {', '.join(given)})" if given else "")
+        )
+    if input_path is not None:
+        records = read_records(input_path)
+        label = f"{input_path} ({len(records):,} records, sent as they are)"
+        if schema is not None:
+            _, _, rejects = schema.split_valid(records)
+            if rejects:
+                label += (f"; {len(rejects):,} of them do not fit --schema and will be "
+                          "dead-lettered by the worker")
+        return Records(label, records)
+    if dataset is not None:
+        path = datasets.gowalla_path()
+        if not path.is_file():
+            raise click.UsageError(
+                f"dataset gowalla: {path} is missing (see ../shared/data/README.md); "
+                "pass --input FILE or --generate N"
+            )
+        points = datasets.load_gowalla(path)
+        units = "the --schema's units" if schema is not None else "x = lon, y = lat in [0,1]"
+        return Records(f"Gowalla NYC check-ins ({len(points):,}, time order, {units})",
+                       _points_to_records(points, schema))
+    assert generate is not None
+    d = schema.d if schema is not None else 2
+    points = datasets.drifting_blobs(generate, seed, d=d)
+    units = "in the --schema's units" if schema is not None else "in [0,1]^2"
+    return Records(
+        f"generated stream: {generate:,} records, drifting Gaussian blobs (seed {seed}), {units}",
+        _points_to_records(points, schema),
+    )
+
+
+def pack_messages(records: Sequence[Any], batch: int) -> Iterator[tuple[int, bytes]]:
+    """(records in the message, msgpack bytes): a map when ``batch == 1``, else a list of maps.
+
+    >>> [(n, msgpack.unpackb(m)) for n, m in pack_messages([{"x": 1}, {"x": 2}, {"x": 3}], 2)]
+    [(2, [{'x': 1}, {'x': 2}]), (1, [{'x': 3}])]
+    >>> [msgpack.unpackb(m) for _, m in pack_messages([{"x": 1}], 1)]
+    [{'x': 1}]
+    """
+    packer = msgpack.Packer(use_bin_type=True)
+    for start in range(0, len(records), batch):
+        part = records[start:start + batch]
+        yield len(part), packer.pack(part[0] if batch == 1 else list(part))
+
+
+# -- produce: topic and partitions ---------------------------------------------------------------
+
+
+def ensure_topic(
+    admin: Any, bootstrap: str, topic: str, partitions: int | None, replication: int,
+    console: Console,
+) -> int:
+    """Create ``topic`` if missing (``partitions``, default 1); return its partition count."""
+    kafka = _kafka()
+    metadata = _cluster_metadata(admin, bootstrap)
+    existing = metadata.topics.get(topic)
+    if existing is not None and existing.error is None and existing.partitions:
+        count = len(existing.partitions)
+        if partitions is not None and partitions != count:
+            console.print(f"[yellow]topic {topic} exists with {count} partitions; "
+                          f"--partitions {partitions} ignored (never altered here)[/]")
+        return count
+    wanted = partitions or 1
+    if partitions is None:
+        console.print(f"topic {topic} is missing: creating it with 1 partition "
+                      "(--partitions P to choose)")
+    future = admin.create_topics(
+        [kafka.admin.NewTopic(topic, num_partitions=wanted, replication_factor=replication)],
+        operation_timeout=METADATA_TIMEOUT,
+    )[topic]
+    try:
+        future.result(timeout=METADATA_TIMEOUT)
+    except kafka.KafkaException as e:
+        error = e.args[0] if e.args else None
+        if getattr(error, "code", lambda: None)() != kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+            raise click.ClickException(f"cannot create topic {topic}: {e}") from None
+    deadline = time.monotonic() + METADATA_TIMEOUT
+    while time.monotonic() < deadline:  # wait until the new topic's metadata has propagated
+        described = admin.list_topics(topic, timeout=METADATA_TIMEOUT).topics.get(topic)
+        if described is not None and described.error is None and described.partitions:
+            return len(described.partitions)
+        time.sleep(0.1)
+    raise click.ClickException(f"topic {topic} was created but has no metadata after "
+                               f"{METADATA_TIMEOUT:g} s")
+
+
+# -- produce: the command ------------------------------------------------------------------------
+
+
+@dataclass
+class _Delivery:
+    """Delivery reports, counted from the producer's callback (runs inside poll/flush)."""
+
+    records: int = 0
+    messages: int = 0
+    error: str | None = None
+    failed: int = 0
+
+
+#: The broker option of ``produce`` and ``consume``.
+bootstrap_option = click.option(
+    "--bootstrap",
+    help="Kafka bootstrap servers HOST:PORT[,…]. Default: $KAFKA_BOOTSTRAP_SERVERS, "
+         "else $DPSYNTH_BROKER.",
+)
+
+
+@click.command()
+@bootstrap_option
+@click.option("--topic",
+              default=lambda: os.environ.get("DPSYNTH_INPUT_TOPIC") or "dpsynth-raw-events",
+              show_default="$DPSYNTH_INPUT_TOPIC, else dpsynth-raw-events",
+              help="The raw-events topic.")
+@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False,
+                                                       path_type=Path),
+              help="CSV with a header, or NDJSON of objects (.gz allowed): sent as they are.")
+@click.option("--dataset", type=click.Choice(["gowalla"]),
+              help="A data set of ../shared/data, in time order.")
+@click.option("--generate", type=click.IntRange(min=1), metavar="N",
+              help="N records of the generated stream (drifting Gaussian blobs).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the generated stream (a workload, not privacy noise).")
+@click.option("--schema", "schema_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Schema JSON (schemas/): --generate/--dataset records are written in its "
+                   "column names and units; with --input, records it would reject are counted "
+                   "(and still sent: the worker dead-letters them).")
+@click.option("--batch", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Records per message (1: one msgpack map; more: a list of maps).")
+@click.option("--partitions", type=click.IntRange(min=1),
+              help="Create the topic with P partitions if it is missing (default 1).")
+@click.option("--replication-factor", "replication", type=int, default=-1, show_default=True,
+              help="Replication factor of a topic created here (-1: the broker's default).")
+@click.option("--key-by", type=click.Choice(["round-robin", "hash"]), default="round-robin",
+              show_default=True,
+              help="round-robin: message i goes to partition i mod P (no key); hash: keyed by "
+                   "the message index, partitioned by murmur2 like the Java client.")
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+              default="none", show_default=True,
+              help="Compression codec (the worker's aiokafka needs the matching package for "
+                   "all but gzip).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
+              help="Seconds a message may wait for delivery before the command fails.")
+@fail_on_dpsynth_error
+def produce(bootstrap: str | None, topic: str, input_path: Path | None, dataset: str | None,
+            generate: int | None, seed: int, schema_path: Path | None, batch: int,
+            partitions: int | None, replication: int, key_by: str, compression: str,
+            timeout: float) -> None:
+    """Send records to the raw-events topic as msgpack (idempotent producer)."""
+    kafka = _kafka()
+    console = Console(stderr=True)
+    servers = resolve_bootstrap(bootstrap)
+    schema = Schema.from_json_file(schema_path) if schema_path is not None else None
+    source = load_records(input_path, dataset, generate, seed, schema)
+    console.print(f"input: {source.label}")
+    admin = kafka.admin.AdminClient({"bootstrap.servers": servers})
+    n_partitions = ensure_topic(admin, servers, topic, partitions, replication, console)
+    producer = kafka.Producer({
+        "bootstrap.servers": servers,
+        "client.id": "dpsynth-produce",
+        "enable.idempotence": True,  # acks=all, no duplicates or reordering from retries
+        "linger.ms": 5,
+        "compression.type": compression,
+        "message.timeout.ms": int(timeout * 1000),
+        "partitioner": "murmur2_random",  # the Java client's partitioner, for --key-by hash
+    })
+    delivery = _Delivery()
+    total = len(source.records)
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("records"), TimeElapsedColumn(), TimeRemainingColumn())
+    sent_bytes = sent_messages = 0
+    started = time.perf_counter()
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(f"→ {topic}", total=total)
+
+        def delivered(err: Any, size: int) -> None:
+            if err is not None:
+                delivery.failed += size
+                delivery.error = delivery.error or str(err)
+                return
+            delivery.records += size
+            delivery.messages += 1
+            progress.advance(task, size)
+
+        # every message holds `batch` records except perhaps the last: two callbacks suffice
+        full = lambda err, msg: delivered(err, batch)  # noqa: E731
+        last_size = total - (total - 1) // batch * batch if total else 0
+        last = lambda err, msg: delivered(err, last_size)  # noqa: E731
+        n_messages = -(-total // batch)
+        for index, (_, payload) in enumerate(pack_messages(source.records, batch)):
+            if len(payload) > MAX_MESSAGE_BYTES:
+                raise click.ClickException(
+                    f"message {index} ({len(payload):,} bytes) exceeds {MAX_MESSAGE_BYTES:,} "
+                    "bytes; lower --batch"
+                )
+            callback = last if index == n_messages - 1 else full
+            while True:
+                try:
+                    if key_by == "round-robin":
+                        producer.produce(topic, payload, partition=index % n_partitions,
+                                         on_delivery=callback)
+                    else:
+                        producer.produce(topic, payload, key=index.to_bytes(8, "big"),
+                                         on_delivery=callback)
+                    break
+                except BufferError:  # the local queue is full: serve delivery reports
+                    producer.poll(0.05)
+            sent_bytes += len(payload)
+            sent_messages += 1
+            if index % 256 == 0:
+                producer.poll(0)
+                if delivery.error is not None:
+                    break
+        remaining = producer.flush(timeout)
+    elapsed = time.perf_counter() - started
+    if delivery.error is not None or remaining:
+        reason = delivery.error or f"{remaining} messages still undelivered after {timeout:g} s"
+        raise click.ClickException(
+            f"delivery failed after {delivery.records:,} of {total:,} records: {reason}"
+        )
+    rate = delivery.records / elapsed if elapsed > 0 else float("inf")
+    click.echo(
+        f"produced {delivery.records:,} records in {sent_messages:,} messages "
+        f"({sent_bytes:,} bytes, --batch {batch}) to {topic} ({n_partitions} partition"
+        f"{'s' if n_partitions != 1 else ''}, {key_by}) in {elapsed:.2f} s: "
+        f"{rate:,.0f} records/s"
+    )
+
+
+# -- consume -------------------------------------------------------------------------------------
+
+
+class _Stop(Exception):
+    """SIGTERM arrived: finish like Ctrl-C (summary, --out), then exit 0."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Stop
+
+
+def write_points_csv(path: Path, points: np.ndarray, names: Sequence[str]) -> None:
+    """Write points as CSV with a header (``names``), atomically (temporary name, rename)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(names)
+        writer.writerows(points.tolist())
+    os.replace(tmp, path)
+
+
+def release_line(key: Any, release: Any) -> str:
+    """The summary line of one release (public quantities only: a release is ε-DP)."""
+    leaves = int(np.count_nonzero(release.leaf_counts))
+    return (f"release partition {key.partition}  sequence {key.sequence}  t {release.t}  "
+            f"depth {release.depth}  non-empty leaves {leaves}  (run {key.run_id})")
+
+
+class _RejectEcho(logging.Handler):
+    """Prints the consumer library's warnings (rejected releases, read errors) as they occur.
+
+    The first :data:`ECHO_LIMIT` only: a wrong topic would otherwise print one line per record.
+    """
+
+    ECHO_LIMIT = 20
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.WARNING)
+        self.console = console
+        self.seen = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen += 1
+        if self.seen <= self.ECHO_LIMIT:
+            self.console.print(f"[yellow]{escape(record.getMessage())}[/]", highlight=False,
+                               soft_wrap=True)
+        elif self.seen == self.ECHO_LIMIT + 1:
+            self.console.print("[yellow]… more rejections: counted, not printed (is --topic "
+                               "the synthetic topic?)[/]", highlight=False)
+
+
+@click.command()
+@bootstrap_option
+@click.option("--topic",
+              default=lambda: os.environ.get("DPSYNTH_OUTPUT_TOPIC") or "dpsynth-synthetic",
+              show_default="$DPSYNTH_OUTPUT_TOPIC, else dpsynth-synthetic",
+              help="The synthetic topic.")
+@click.option("--from-beginning", is_flag=True,
+              help="Read the topic from its start (default: only releases published from now).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Stop after S seconds without a new record (default: run until Ctrl-C or "
+                   "SIGTERM).")
+@click.option("--max-releases", type=click.IntRange(min=1), metavar="N",
+              help="Stop after N releases.")
+@click.option("--run-id", help="Only the releases of this run (DPSYNTH_RUN_ID of the worker).")
+@click.option("--group", "group_id",
+              help="Join this consumer group and commit its offsets (default: no group, every "
+                   "partition read by this consumer alone).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Write DIR/merged.csv (the union of every partition's latest release) and "
+                   "DIR/releases.json (which releases) at the end.")
+@click.option("--schema", "schema_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Write the merged points in the original units and column names of this "
+                   "schema (else in [0,1]^d, columns x0, x1, …).")
+@fail_on_dpsynth_error
+def consume(bootstrap: str | None, topic: str, from_beginning: bool, timeout: float | None,
+            max_releases: int | None, run_id: str | None, group_id: str | None,
+            out: Path | None, schema_path: Path | None) -> None:
+    """Reassemble releases from the synthetic topic; print each once, then the merged size.
+
+    Reads read_committed through the consumer library: complete, checksummed releases only,
+    duplicates (retried releases) dropped, incomplete or corrupt releases rejected and reported.
+    """
+    kafka = _kafka()
+    from dpsynth.client.consumer import ReleaseConsumer
+
+    console = Console(stderr=True)
+    servers = resolve_bootstrap(bootstrap)
+    schema = Schema.from_json_file(schema_path) if schema_path is not None else None
+    _cluster_metadata(kafka.admin.AdminClient({"bootstrap.servers": servers}), servers)
+    library_log = logging.getLogger("dpsynth.client.consumer")
+    echo = _RejectEcho(console)
+    library_log.addHandler(echo)
+    previous = (signal.signal(signal.SIGTERM, _on_sigterm)
+                if threading.current_thread() is threading.main_thread() else None)
+    reported = 0
+    try:
+        try:
+            consumer = ReleaseConsumer(servers, topic, group_id=group_id, run_id=run_id,
+                                       from_beginning=from_beginning)
+        except ValueError as e:
+            raise click.ClickException(f"{e}; create it or fix --topic") from None
+        with consumer:
+            where = "from the beginning" if from_beginning else "from now on"
+            stop = (f"stops after {timeout:g} s without a record" if timeout is not None
+                    else "Ctrl-C to stop")
+            console.print(f"reading {topic} at {servers} {where} ({stop})")
+            try:
+                for event in consumer.releases(idle_s=timeout):
+                    click.echo(release_line(event.key, event.release))
+                    reported += 1
+                    if max_releases is not None and reported >= max_releases:
+                        break
+            except (KeyboardInterrupt, _Stop):
+                console.print("stopping")
+            _summary(consumer, reported, run_id, schema, out, console)
+    finally:
+        library_log.removeHandler(echo)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _summary(consumer: Any, reported: int, run_id: str | None, schema: Schema | None,
+             out: Path | None, console: Console) -> None:
+    """The closing lines: counts, incomplete releases, the merged dataset (and --out)."""
+    tracker = consumer.tracker
+    pending = tracker.assembler.pending
+    for key in pending:
+        console.print(f"[yellow]release {escape(str(tuple(key)))} incomplete at exit (no end "
+                      "record): rejected[/]", highlight=False)
+    click.echo(f"{reported} releases, {consumer.rejected + len(pending)} rejected "
+               f"(incomplete or corrupt), {tracker.records} records read")
+    runs = sorted({r for r, _ in consumer.latest})
+    if run_id is None and len(runs) > 1:
+        for run in runs:
+            t = consumer.latest_t(run)
+            click.echo(f"run {run}: {sum(t.values())} points over {len(t)} partitions")
+        if out is not None:
+            raise click.UsageError(f"the topic holds several runs {runs}: pass --run-id to "
+                                   "choose the one written to --out")
+        return
+    latest = [(key, rel) for (run, _), (key, rel) in sorted(consumer.latest.items())
+              if run_id is None or run == run_id]
+    if schema is not None and latest and latest[0][1].d != schema.d:
+        raise click.UsageError(f"--schema has {schema.d} columns, the releases have "
+                               f"d = {latest[0][1].d}")
+    points = consumer.merge_latest(run_id=run_id, schema=schema)
+    per_partition = ", ".join(f"partition {k.partition}: t {r.t} (sequence {k.sequence})"
+                              for k, r in latest)
+    click.echo(f"merged dataset: {len(points)} points from {len(latest)} partitions"
+               + (f" ({per_partition})" if latest else ""))
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    d = latest[0][1].d if latest else (schema.d if schema is not None else 0)
+    names = schema.names if schema is not None else tuple(f"x{i}" for i in range(d))
+    write_points_csv(out / "merged.csv", points, names)
+    described = [{"run_id": k.run_id, "partition": k.partition, "sequence": k.sequence,
+                  "t": r.t, "depth": r.depth, "d": r.d, "epsilon": r.metadata.get("epsilon")}
+                 for k, r in latest]
+    (out / "releases.json").write_text(json.dumps(described, indent=2) + "\n")
+    units = "original units of --schema" if schema is not None else "[0,1]^d"
+    click.echo(f"wrote {out / 'merged.csv'} ({len(points)} points, {units}) and "
+               f"{out / 'releases.json'}")

@@ -1,0 +1,150 @@
+"""``dpsynth snapshot``: one offline ε-DP synthetic copy of a file (PMM, PSMM or lowdim).
+
+Layer: adapter. Reads a CSV/NDJSON file through a declared :class:`dpsynth.schema.Schema` (as
+``dpsynth run`` does), runs :func:`~dpsynth.offline.pmm_leaves`,
+:func:`~dpsynth.offline.psmm_measure` or :func:`~dpsynth.offline.lowdim_release` with the run's
+noise key (``DPSYNTH_NOISE_KEY``, never printed: only its fingerprint) and writes, side by
+side:
+
+``OUT`` (``.csv`` or ``.ndjson``/``.jsonl``)
+    The synthetic records in the schema's original units.
+``OUT.meta.json``
+    Public metadata: method, ε, neighbour notion, key fingerprint, n_out, parameters.
+``OUT.release.bin`` (pmm and psmm)
+    The compact release (leaf counts + public placement seed) in release format v1, readable
+    by ``dpsynth inspect``; lowdim's points do not live on the tree of [0,1]^d, so it has none.
+
+Only these three files are private outputs. The input size is written to the metadata only
+under replacement neighbours, where it is public.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+from rich.console import Console
+
+from dpsynth.cli.common import load_source, print_key, resolve_key
+from dpsynth.cli.errors import fail_on_dpsynth_error
+from dpsynth.noise import KeyedNoise
+from dpsynth.offline.lowdim import lowdim_release
+from dpsynth.offline.pmm import pmm_leaves
+from dpsynth.offline.psmm import psmm_measure
+from dpsynth.release.model import RELEASE_SCHEMA_VERSION, Release
+from dpsynth.release.points_v1 import encode_release, write_release_file
+from dpsynth.schema import Schema
+
+METHODS = ("pmm", "psmm", "lowdim")
+CSV_SUFFIXES = (".csv",)
+NDJSON_SUFFIXES = (".ndjson", ".jsonl")
+ALGORITHMS = {"pmm": "diss. Alg 4 (PMM, C.13)", "psmm": "diss. Alg 1 + Alg 2 (PSMM, C.13)",
+              "lowdim": "diss. Alg 5-9 (private PCA, C.13)"}
+
+
+def _release_of(method: str, points: np.ndarray, epsilon: float, key: bytes, neighbours: str,
+                max_depth: int) -> Release:
+    """pmm / psmm as a Release (t = n_out points, Morton leaf counts, public placement)."""
+    d = points.shape[1]
+    if method == "pmm":
+        depth, leaves, seed = pmm_leaves(points, epsilon, key, neighbours=neighbours,
+                                         max_depth=max_depth)
+        extra: dict[str, Any] = {"placement": "uniform", "max_depth": max_depth}
+    else:
+        res = psmm_measure(points, epsilon, key, neighbours=neighbours)
+        depth, leaves, seed = res.depth, res.leaf_counts, bytes(32)
+        extra = {"placement": "centre", "side_bits": res.side_bits,
+                 "lp_variables": res.lp.variables, "noise_scale": res.metadata["noise_scale"]}
+    metadata = {"release_schema": RELEASE_SCHEMA_VERSION, "sequence": 0, "partition": 0,
+                "t": int(leaves.sum()), "d": d, "depth": depth, "epsilon": float(epsilon),
+                "neighbours": neighbours, "method": method,
+                "key_fingerprint": KeyedNoise(key).fingerprint(), **extra}
+    return Release(int(leaves.sum()), depth, leaves, metadata, seed)
+
+
+def write_records(path: Path, schema: Schema, unit_points: np.ndarray) -> None:
+    """Write points (in [0,1]^d) as records in the schema's units: CSV or NDJSON by suffix."""
+    records = schema.records_from_unit(unit_points)
+    if path.suffix in CSV_SUFFIXES:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(schema.names))
+            writer.writeheader()
+            writer.writerows(records)
+    else:
+        with open(path, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
+
+
+@click.command()
+@click.option("--input", "input_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="CSV with a header, or NDJSON of objects (.gz allowed).")
+@click.option("--schema", "schema_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Schema JSON (schemas/) mapping named columns to [0,1]^d; without it every "
+                   "column of the CSV header is a coordinate in [0,1]; NDJSON needs it.")
+@click.option("--method", type=click.Choice(METHODS), default="pmm", show_default=True,
+              help="pmm: tree + consistency (linear time); psmm: noisy grid + d_BL LP "
+                   "(grids up to 2^14 cells); lowdim: private PCA, then PMM/PSMM.")
+@click.option("--epsilon", type=float, default=1.0, show_default=True,
+              help="Total privacy budget ε of this snapshot.")
+@click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
+              show_default=True,
+              help="replace: the online engine's notion (n public); add_remove: pmm/psmm only.")
+@click.option("--target-dim", type=click.IntRange(min=2),
+              help="lowdim: the subspace dimension d' (default: chosen privately, §4.5).")
+@click.option("--max-depth", type=click.IntRange(0, 63), default=20, show_default=True,
+              help="pmm: deepest tree level.")
+@click.option("--limit", type=click.IntRange(min=1), help="Use only the first N records.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Synthetic file: .csv or .ndjson/.jsonl (OUT.meta.json is written beside).")
+@fail_on_dpsynth_error
+def snapshot(input_path: Path, schema_path: Path | None, method: str, epsilon: float,
+             neighbours: str, target_dim: int | None, max_depth: int, limit: int | None,
+             out: Path) -> None:
+    """Offline ε-DP synthetic copy of a CSV/NDJSON file, in the original units."""
+    if out.suffix not in CSV_SUFFIXES + NDJSON_SUFFIXES:
+        raise click.UsageError(f"--out ({out.name}) must end in .csv, .ndjson or .jsonl")
+    console = Console()
+    noise_key = resolve_key()
+    print_key(console, noise_key)
+    key = noise_key.reveal()
+    source = load_source(input_path, schema_path, None, 1, 0, limit)
+    points = source.valid_points()
+    if len(points) == 0:
+        raise click.UsageError(f"{input_path} has no valid records for the schema")
+    schema = source.units or source.schema
+    assert schema is not None
+    params: dict[str, Any] = {}
+    release: Release | None = None
+    if method == "lowdim":
+        res = lowdim_release(points, epsilon, key, target_dim, neighbours=neighbours)
+        synthetic = res.points
+        params = {k: v for k, v in res.metadata.items() if k not in ("method", "epsilon")}
+    else:
+        release = _release_of(method, points, epsilon, key, neighbours, max_depth)
+        synthetic = release.points
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_records(out, schema, synthetic)
+    meta: dict[str, Any] = {
+        "method": method, "algorithm": ALGORITHMS[method], "epsilon": float(epsilon),
+        "neighbours": neighbours, "key_fingerprint": KeyedNoise(key).fingerprint(),
+        "n_out": int(len(synthetic)), "d": int(points.shape[1]), "schema": schema.to_dict(),
+        **params,
+    }
+    if neighbours == "replace":
+        meta["records_in"] = int(len(points))  # public under replacement neighbours
+    if release is not None:
+        meta["release"] = {k: v for k, v in release.metadata.items() if k != "d"}
+        release_path = out.with_name(out.name + ".release.bin")
+        write_release_file(release_path, encode_release(
+            release, run_id=f"snapshot-{method}", partition=0, sequence=0))
+        meta["release_file"] = release_path.name
+    meta_path = out.with_name(out.name + ".meta.json")
+    meta_path.write_text(json.dumps(meta, indent=2, default=float) + "\n")
+    console.print(f"{method}: {len(synthetic):,} synthetic records (ε = {epsilon:g}, "
+                  f"{neighbours}) → {out}; metadata {meta_path.name}")

@@ -1,0 +1,265 @@
+"""``dpsynth run``: the online synthesizer embedded (no Kafka), with releases, summary and plots.
+
+Layer: adapter. Writes every release to ``OUT/releases/release-{sequence:06d}.bin`` (release
+format v1), rejected records to ``OUT/dead-letter.ndjson`` (index and reason, never the value),
+and ``OUT/summary.json``, ``OUT/true-vs-synthetic.png``, ``OUT/w1-over-t.png`` — evaluation
+artefacts computed from the raw input, not private. Only the releases are ε-DP.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from dpsynth.cli.common import Source, figure, load_source, print_key, resolve_key, source_options
+from dpsynth.cli.errors import fail_on_dpsynth_error
+from dpsynth.eval.report import w1_bracket
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.release import Release, encode_release, read_release_file, write_release_file
+from dpsynth.schema import ClipReport
+
+BATCH_RECORDS = 2_000  # records per call of OnlineSynthesizer.extend (one progress step)
+PLOT_POINTS = 20_000  # largest number of points drawn per scatter
+CURVE_RELEASES = 10  # releases evaluated for w1-over-t.png
+CURVE_EXACT_POINTS = 1_000  # exact W1 of the curve: subsamples of this size (seconds each)
+
+
+@dataclass
+class RunLog:
+    """What ``run`` fed and wrote: the valid points in order, release files, rejects, clips."""
+
+    true: np.ndarray
+    files: list[tuple[int, int, Path]]  # (sequence, records fed, path) per release
+    rejected: int
+    clips: ClipReport | None
+
+
+def _write_release(release: Release, directory: Path, run_id: str,
+                   release_every: int) -> tuple[int, int, Path]:
+    """Write one release; returns (sequence, records fed so far, path).
+
+    Releases come every ``release_every`` records, so release k follows k·release_every
+    records (under add/remove, ``release.t`` is the noisy released size instead).
+    """
+    sequence = int(release.metadata["sequence"])
+    path = directory / f"release-{sequence:06d}.bin"
+    write_release_file(path, encode_release(release, run_id=run_id, partition=0,
+                                            sequence=sequence))
+    return sequence, sequence * release_every, path
+
+
+def _feed(synth: OnlineSynthesizer, source: Source, out: Path, run_id: str,
+          console: Console) -> RunLog:
+    """Feed ``source`` in batches with a progress bar; write releases and dead letters."""
+    releases_dir = out / "releases"
+    releases_dir.mkdir(parents=True, exist_ok=True)
+    for stale in releases_dir.glob("release-*.bin"):  # outputs of an earlier run
+        stale.unlink()
+    parts, files, rejected, clips = [], [], 0, None
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[releases]} releases"), TimeElapsedColumn())
+    with (open(out / "dead-letter.ndjson", "w", encoding="utf-8") as dead,
+          Progress(*columns, console=console) as progress):
+        task = progress.add_task("records", total=source.n, releases=0)
+        for size, points, report, rejects in source.batches(BATCH_RECORDS):
+            for index, reason in rejects:  # the index and the rule broken, never the value
+                line = json.dumps({"index": index, "reason": reason}, ensure_ascii=False)
+                dead.write(line + "\n")
+            rejected += len(rejects)
+            if report is not None:
+                clips = report if clips is None else clips + report
+            parts.append(points)
+            files += [_write_release(r, releases_dir, run_id, synth.release_every)
+                      for r in synth.extend(points)]
+            progress.update(task, advance=size, releases=len(files))
+    true = np.concatenate(parts) if parts else np.zeros((0, source.d))
+    return RunLog(true, files, rejected, clips)
+
+
+def _w1_over_t(log: RunLog, w1_points: int) -> list[dict[str, Any]]:
+    """W1 of ≈ CURVE_RELEASES evenly spaced releases (read back from disk) vs the true prefix."""
+    picks = np.unique(np.linspace(0, len(log.files) - 1, CURVE_RELEASES).round().astype(int))
+    curve = []
+    for i in picks.tolist():
+        sequence, t, path = log.files[i]
+        release = read_release_file(path)
+        w1 = w1_bracket(log.true[:t], release.points,
+                                       max_points=min(CURVE_EXACT_POINTS, w1_points))
+        curve.append({"sequence": sequence, "t": t, **w1})
+    return curve
+
+
+def _stride(points: np.ndarray, limit: int = PLOT_POINTS) -> np.ndarray:
+    """At most ``limit`` points, evenly strided (deterministic; no random generator here)."""
+    if len(points) <= limit:
+        return points
+    return points[np.linspace(0, len(points) - 1, limit).astype(int)]
+
+
+def _plot_true_vs_synthetic(path: Path, true: np.ndarray, synth: np.ndarray, source: Source,
+                            title: str) -> None:
+    """Scatter (d ≥ 2: first two coordinates) or histograms (d = 1), true next to synthetic."""
+    if source.units is not None:
+        true, synth = source.units.from_unit(true), source.units.from_unit(synth)
+    true, synth = _stride(true), _stride(synth)
+    fig = figure(11 if source.d > 1 else 7, 5)
+    if source.d == 1:
+        ax = fig.subplots()
+        bins = np.linspace(min(true.min(), synth.min()), max(true.max(), synth.max()), 51)
+        ax.hist(true[:, 0], bins=bins, alpha=0.5, density=True, label="true prefix")
+        ax.hist(synth[:, 0], bins=bins, alpha=0.5, density=True, label="synthetic release")
+        ax.set_xlabel(source.names[0])
+        ax.legend()
+    else:
+        axes = fig.subplots(1, 2, sharex=True, sharey=True)
+        for ax, pts, name, colour in ((axes[0], true, "true prefix", "C0"),
+                                      (axes[1], synth, "synthetic release", "C1")):
+            ax.scatter(pts[:, 0], pts[:, 1], s=1, alpha=0.3, color=colour, rasterized=True)
+            ax.set_title(f"{name} ({len(pts):,} points shown)", fontsize=9)
+            ax.set_xlabel(source.names[0])
+            ax.set_ylabel(source.names[1])
+        if source.units is None:
+            axes[0].set_xlim(0, 1)
+            axes[0].set_ylim(0, 1)
+    more = f" (first 2 of d = {source.d} coordinates)" if source.d > 2 else ""
+    fig.suptitle(title + more, fontsize=10)
+    fig.savefig(path, dpi=110)
+
+
+def _plot_w1_over_t(path: Path, curve: list[dict[str, Any]], title: str) -> None:
+    """W1 bracket (sliced ≤ exact ≤ tree) of the evaluated releases against t."""
+    fig = figure(7, 4.5)
+    ax = fig.subplots()
+    ts = [c["t"] for c in curve]
+    ax.plot(ts, [c["tree_upper"] for c in curve], marker="v", label="tree upper bound")
+    exact_label = "exact W1" + (f" (subsamples of {CURVE_EXACT_POINTS:,})"
+                                if any(c["exact_subsampled"] for c in curve) else "")
+    ax.plot(ts, [c["exact"] for c in curve], marker="o", label=exact_label)
+    ax.plot(ts, [c["sliced_lower"] for c in curve], marker="^", label="sliced lower bound")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("t (records in the release)")
+    ax.set_ylabel("ℓ∞ W1 on [0,1]^d")
+    ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.savefig(path, dpi=110)
+
+
+def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[str, Any],
+             curve: list[dict[str, Any]], key_label: str) -> dict[str, Any]:
+    release = synth.release()
+    clips = log.clips
+    return {
+        "not_private": "computed from the raw input for evaluation; do not publish",
+        "source": source.label, "d": source.d, "columns": list(source.names),
+        "records_read": source.n, "records_accepted": synth.t, "rejected": log.rejected,
+        "clipped": (clips.total if clips is not None else 0) + synth.clipped,
+        "clipped_per_column": clips.per_column if clips is not None else {},
+        "t": release.t, "releases": len(log.files), "depth": release.depth,
+        "epsilon": synth.epsilon, "neighbours": "replace", "schedule": synth.schedule_name,
+        "worst_case_loss": synth.worst_case_loss, "release_every": synth.release_every,
+        "max_depth": synth.max_depth, "key": key_label,
+        "w1_final": final, "w1_over_t": curve,
+    }
+
+
+@click.command()
+@source_options
+@click.option("--epsilon", type=float, default=1.0, show_default=True,
+              help="Total privacy budget ε (replacement of one record).")
+@click.option("--release-every", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="A tick, and a release, every N records.")
+@click.option("--max-depth", type=click.IntRange(0, 63), default=20, show_default=True,
+              help="Deepest tree level (bounds memory; accuracy plateaus at the leaf size).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("dpsynth-out"), show_default=True, help="Output directory.")
+@click.option("--w1-points", type=click.IntRange(min=100), default=5000, show_default=True,
+              help="Exact W1 of the final release on at most this many points (subsampled "
+                   "beyond, and summary.json says so).")
+@click.option("--run-id", default="local", show_default=True,
+              help="run_id written in every release record.")
+@click.option("--schedule",
+              type=click.Choice(["auto", "accurate", "paper", "adaptive", "blocks"]),
+              default="auto", show_default=True,
+              help="auto: adaptive for d >= 2 or add/remove, else accurate (the measured "
+                   "winners); adaptive: PrivTree histograms of doubling step blocks; blocks: "
+                   "PMM ones; accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1.")
+@click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
+              show_default=True,
+              help="replace: the papers' notion (t public). add_remove is refused here: "
+                   "steps of --release-every records would reveal the private count.")
+@click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=0.0, show_default=True,
+              help="accurate: budget share of a fresh counter, so releases move within a level.")
+@fail_on_dpsynth_error
+def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
+        seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
+        out: Path, w1_points: int, run_id: str, schedule: str, neighbours: str,
+        fresh: float) -> None:
+    """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
+
+    The default input is a generated stream of 20,000 points from drifting Gaussian blobs.
+    summary.json and the two PNGs compare releases with the raw input: evaluation only, not
+    private. The releases in OUT/releases are the ε-DP output.
+    """
+    if neighbours == "add_remove":  # privacy: P9 (a step may end only on a public clock)
+        raise click.UsageError(
+            "--neighbours add_remove: dpsynth run ends a step every --release-every records, "
+            "which reveals the private record count; run with --neighbours replace, or feed "
+            "steps on a public clock with the library (OnlineSynthesizer.add and .step)"
+        )
+    console = Console()
+    noise_key = resolve_key()
+    print_key(console, noise_key)
+    key, key_label, is_demo = noise_key.reveal(), noise_key.label(), noise_key.is_demo
+    source = load_source(input_path, schema_path, dataset, points, seed, limit)
+    options: dict[str, Any] = {"fresh": fresh} if schedule == "accurate" else {}
+    synth = OnlineSynthesizer(source.d, epsilon, key, release_every, schedule=schedule,
+                              max_depth=max_depth, neighbours=neighbours, **options)
+    console.print(f"input: {source.label}")
+    schedule = synth.schedule_name  # "auto" resolved
+    console.print(f"d = {source.d}, ε = {epsilon:g} ({schedule} schedule), a release every "
+                  f"{release_every:,} records, max depth {max_depth}; writing to {out}/")
+    out.mkdir(parents=True, exist_ok=True)
+    log = _feed(synth, source, out, run_id, console)
+    console.print(f"{synth.t:,} records accepted, {log.rejected:,} rejected "
+                  f"(dead-letter.ndjson), {len(log.files):,} releases in {out / 'releases'}/")
+    if not log.files:
+        console.print(f"[yellow]no release: fewer than --release-every ({release_every:,}) "
+                      "valid records; no summary or plots written[/]")
+        return
+    release = synth.release()
+    fed = log.files[-1][1]  # records behind the last release (its t may be a noisy size)
+    with console.status("evaluating: exact W1 (POT), tree and sliced bounds…"):
+        final = w1_bracket(log.true[:fed], release.points,
+                                          max_points=w1_points)
+        curve = _w1_over_t(log, w1_points)
+    summary = _summary(synth, source, log, final, curve, key_label)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    short_key = "public demo key" if is_demo else "private key"
+    title = f"dpsynth run: t = {release.t:,}, ε = {epsilon:g}, {schedule} schedule, {short_key}"
+    _plot_true_vs_synthetic(out / "true-vs-synthetic.png", log.true[:fed],
+                            release.points, source, title)
+    _plot_w1_over_t(out / "w1-over-t.png", curve, title)
+    _print_w1(console, release.t, final)
+    console.print(f"wrote {out / 'summary.json'}, {out / 'true-vs-synthetic.png'}, "
+                  f"{out / 'w1-over-t.png'}, {out / 'dead-letter.ndjson'}")
+    console.print("[dim]summary.json and the plots use the raw input: evaluation only, do not "
+                  "publish them; the releases are the ε-DP output.[/]")
+
+
+def _print_w1(console: Console, t: int, w1: dict[str, Any]) -> None:
+    sample = (f"on random subsamples of {w1['exact_points']:,} points (of {t:,})"
+              if w1["exact_subsampled"] else f"on all {t:,} points")
+    console.print(
+        f"final release t = {t:,}: ℓ∞ W1 to the true prefix {w1['exact']:.4f} (exact, {sample}); "
+        f"sliced lower bound {w1['sliced_lower']:.4f}, tree upper bound {w1['tree_upper']:.4f}"
+    )
+
+

@@ -1,0 +1,141 @@
+"""``dpsynth worker``: start the Faust worker from the ``DPSYNTH_*`` configuration.
+
+Layer: adapter. Also reachable without the main CLI as ``python -m dpsynth.stream worker``.
+
+Example (a local broker from ``deploy/kafka-local.sh start``)::
+
+    export DPSYNTH_BROKER=127.0.0.1:9092 DPSYNTH_SCHEMA_FILE=schema.json DPSYNTH_EPSILON=1
+    export DPSYNTH_NOISE_KEY_FILE=/run/secrets/dpsynth-key DPSYNTH_DATA_DIR=/data
+    dpsynth worker            # or: python -m dpsynth.stream worker --config worker.toml
+
+Before Faust starts, the command checks the configuration, that the three topics exist, and that
+no other worker uses the data directory; every failure prints what to fix and exits with 2.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from typing import IO
+
+import click
+
+from dpsynth.errors import ConfigError, DpsynthError
+from dpsynth.stream.settings import WorkerConfig, load_config
+
+log = logging.getLogger(__name__)
+
+
+class StartError(click.ClickException):
+    """The worker cannot start; the message names the setting and the fix (exit status 2)."""
+
+    exit_code = 2
+
+
+def check_topics(config: WorkerConfig, timeout_s: float = 20.0) -> dict[str, int]:
+    """Partitions of the three topics; ConfigError naming the variable of a missing one."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": config.bootstrap_servers()})
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException as e:
+        raise ConfigError(
+            f"DPSYNTH_BROKER ({config.broker}) cannot be reached ({e.args[0].str()}); "
+            "check the address and that the broker runs"
+        ) from None
+    out = {}
+    for variable, topic in (
+        ("DPSYNTH_INPUT_TOPIC", config.input_topic),
+        ("DPSYNTH_OUTPUT_TOPIC", config.output_topic),
+        ("DPSYNTH_DEAD_LETTER_TOPIC", config.dead_letter_topic),
+    ):
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None:
+            raise ConfigError(
+                f"{variable} ({topic!r}) does not exist on the broker: create it (the raw-events "
+                "topic with one partition per worker you plan to run), or fix the name"
+            )
+        out[topic] = len(info.partitions)
+    return out
+
+
+def lock_data_dir(config: WorkerConfig) -> IO[str]:
+    """Hold an exclusive lock on the data directory for the life of the process."""
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(config.data_dir / "worker.lock", "a+")  # noqa: SIM115 - held until exit
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise ConfigError(
+            f"DPSYNTH_DATA_DIR ({config.data_dir}) is in use by another worker: give every "
+            "worker its own data directory (a volume per pod)"
+        ) from None
+    return handle
+
+
+def warm_up(config: WorkerConfig) -> None:
+    """Compile the numba kernels before consuming, so the first release is not late.
+
+    Uses a dummy key and partition: nothing of it is published or stored. The tabular engine
+    has no compiled kernels: nothing to do.
+    """
+    if config.engine != "points":
+        return
+    import numpy as np
+
+    from dpsynth.online.synthesizer import OnlineSynthesizer
+
+    synth = OnlineSynthesizer(config.d, config.epsilon, bytes(32), 64, config.schedule,
+                              max_depth=min(config.max_depth, 8), partition=0)
+    synth.extend(np.full((256, config.d), 0.5))
+    synth.snapshot()
+
+
+def run_worker(config: WorkerConfig) -> None:
+    """Check the environment, then run the Faust worker until it is stopped."""
+    from faust.worker import Worker
+
+    from dpsynth.stream.app import create_app
+
+    partitions = check_topics(config)
+    lock = lock_data_dir(config)
+    warm_up(config)
+    app, _ = create_app(config)
+    log.info("dpsynth worker: %s; topic partitions %s", config.public_summary(), partitions)
+    worker = Worker(app, loglevel=config.log_level, quiet=True, redirect_stdouts=False)
+    try:
+        worker.execute_from_commandline()
+    finally:
+        lock.close()
+
+
+@click.command("worker")
+@click.option(
+    "--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+    help="JSON or TOML settings file (keys: the DPSYNTH_* names in lower case, without the "
+    "prefix); environment variables override it.",
+)
+def worker(config_file: str | None) -> None:
+    """Run the Kafka worker: raw events in, DP releases out (settings: DPSYNTH_* variables)."""
+    if config_file:
+        os.environ["DPSYNTH_CONFIG_FILE"] = config_file
+    try:
+        config = load_config()
+        logging.basicConfig(level=config.log_level.upper().replace("WARN", "WARNING")
+                            .replace("CRIT", "CRITICAL"),
+                            format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
+        run_worker(config)
+    except DpsynthError as e:
+        raise StartError(str(e)) from None
+
+
+@click.group()
+def main() -> None:
+    """dpsynth stream worker commands."""
+
+
+main.add_command(worker)

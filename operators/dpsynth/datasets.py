@@ -1,0 +1,175 @@
+"""Public streams for demos, examples and tests: generated workloads and real-data loaders.
+
+Layer: adapter. Nothing here is privacy noise: the generators use ``numpy.random`` seeded by the
+caller (public workloads), and the loaders read data sets that stay outside the repository
+(``DPSYNTH_DATA_DIR``, default ``../shared/data`` next to the working directory's project).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+from dpsynth.errors import ConfigError
+from dpsynth.tabular.domain import Domain
+
+#: Environment variable naming the folder of the real data sets (gowalla_nyc/, adult_*/, …).
+DATA_DIR_ENV = "DPSYNTH_DATA_DIR"
+
+
+def data_dir() -> Path:
+    """``DPSYNTH_DATA_DIR``, else the first ``shared/data`` beside the current directory or one
+    of its parents (the workspace layout ``<workspace>/shared/data`` next to the project)."""
+    if os.environ.get(DATA_DIR_ENV):
+        return Path(os.environ[DATA_DIR_ENV])
+    for folder in Path.cwd().resolve().parents:
+        if (folder / "shared" / "data").is_dir():
+            return folder / "shared" / "data"
+    return Path.cwd().parent / "shared" / "data"
+
+
+def adult_dir() -> Path:
+    """The folder of Adult as paper 003 used it: ``<data dir>/adult_liu_iterative_dp``."""
+    return data_dir() / "adult_liu_iterative_dp"
+
+
+def gowalla_path() -> Path:
+    """Where :func:`load_gowalla` reads from: ``<data dir>/gowalla_nyc/gowalla_events.csv.gz``."""
+    return data_dir() / "gowalla_nyc" / "gowalla_events.csv.gz"
+
+
+def load_gowalla(path: Path | None = None) -> np.ndarray:
+    """Gowalla NYC check-ins in time order (stable sort by time, then user), mapped to [0,1]^2.
+
+    The box is the dataset's own filter box (its README): x = lon, y = lat. ``path`` defaults
+    to :func:`gowalla_path`.
+    """
+    rows = []
+    path = gowalla_path() if path is None else path
+    with gzip.open(path, "rt") as handle:
+        for user, ts, lat, lon, _ in csv.reader(handle, delimiter="\t"):
+            rows.append((ts, int(user), float(lon), float(lat)))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    xy = np.array([(r[2], r[3]) for r in rows])
+    x = (xy[:, 0] + 74.2589) / 0.5585
+    y = (xy[:, 1] - 40.4774) / 0.4402
+    return np.clip(np.stack([x, y], axis=1), 0.0, 1.0)
+
+
+def uniform_stream(n: int, d: int, seed: int) -> np.ndarray:
+    """n i.i.d. uniform points in [0,1]^d."""
+    return np.random.default_rng(seed).random((n, d))
+
+
+def drifting_blobs(n: int, seed: int = 0, *, d: int = 2, blobs: int = 4) -> np.ndarray:
+    """The generated stream of ``dpsynth run``: Gaussian blobs drifting slowly over time.
+
+    Each of ``blobs`` blobs has a random weight, width (0.03–0.07) and start centre in
+    [0.2, 0.8]^d; its centre moves in a straight line by 0.2 over the whole stream, so record i
+    comes from the mixture at stream position i/n. A tenth of the records are uniform
+    background. The result is clipped to [0,1]^d and depends only on (n, seed, d, blobs).
+
+    >>> x = drifting_blobs(1000, seed=1)
+    >>> x.shape, bool(((x >= 0) & (x <= 1)).all())
+    ((1000, 2), True)
+    """
+    rng = np.random.default_rng(seed)
+    start = rng.uniform(0.2, 0.8, size=(blobs, d))
+    heading = rng.standard_normal((blobs, d))
+    shift = 0.2 * heading / np.linalg.norm(heading, axis=1, keepdims=True)
+    width = rng.uniform(0.03, 0.07, size=blobs)
+    weight = rng.dirichlet(np.full(blobs, 3.0))
+    blob = rng.choice(blobs, size=n, p=weight)
+    position = (np.arange(n) / max(n, 1))[:, None]
+    x = start[blob] + position * shift[blob] + rng.standard_normal((n, d)) * width[blob, None]
+    background = rng.random(n) < 0.1
+    x[background] = rng.random((int(background.sum()), d))
+    return np.clip(x, 0.0, 1.0)
+
+
+def morton_decode(cells: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) of Z-order cell ids of ``bits`` bits: bit 2i is bit i of x, bit 2i+1 of y."""
+    cells = np.asarray(cells, dtype=np.int64)
+    x = np.zeros_like(cells)
+    y = np.zeros_like(cells)
+    for i in range(bits):
+        target = x if i % 2 == 0 else y
+        target |= ((cells >> i) & 1) << (i // 2)
+    return x, y
+
+
+class DemoStream:
+    """Records falling into the cells of one tree level, Gaussian-blob popularity on a 2-D grid.
+
+    Parameters
+    ----------
+    bits
+        The level has 2^bits cells, Z-order ids on a 2^⌈bits/2⌉ × 2^⌊bits/2⌋ grid.
+    seed
+        Seed of the workload (blob placement and the records), not of any privacy noise.
+
+    Examples
+    --------
+    >>> stream = DemoStream(bits=6, seed=1)
+    >>> cells, counts = stream.tick(100)
+    >>> int(counts.sum()), bool((np.diff(cells) > 0).all())
+    (100, True)
+    """
+
+    def __init__(self, bits: int, seed: int, *, blobs: int = 3, floor: float = 0.05) -> None:
+        if bits < 2:
+            raise ConfigError(f"bits ({bits}) must be >= 2 for a 2-D grid")
+        self.bits = bits
+        self.n_cells = 1 << bits
+        self.rng = np.random.default_rng(seed)
+        self.x, self.y = morton_decode(np.arange(self.n_cells), bits)
+        self.shape = (1 << (bits // 2), 1 << ((bits + 1) // 2))  # (rows = y, columns = x)
+        u = (self.x + 0.5) / self.shape[1]
+        v = (self.y + 0.5) / self.shape[0]
+        density = np.full(self.n_cells, floor)
+        for _ in range(blobs):
+            cu, cv = self.rng.uniform(0.15, 0.85, size=2)
+            width = self.rng.uniform(0.04, 0.15)
+            weight = self.rng.uniform(0.5, 1.5)
+            density += weight * np.exp(-((u - cu) ** 2 + (v - cv) ** 2) / (2 * width**2))
+        self.popularity = density / density.sum()
+
+    def tick(self, n_records: int) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted unique cells and their record counts for one tick of ``n_records`` records."""
+        records = self.rng.choice(self.n_cells, size=n_records, p=self.popularity)
+        return np.unique(records, return_counts=True)
+
+    def grid(self, values: np.ndarray) -> np.ndarray:
+        """Per-cell ``values`` laid out on the 2-D grid (row = y, column = x)."""
+        out = np.zeros(self.shape, dtype=np.asarray(values).dtype)
+        out[self.y, self.x] = values
+        return out
+
+
+def load_adult(data_dir: Path | None = None) -> tuple[Domain, np.ndarray, list[str]]:
+    """Adult (Liu et al.'s processed copy, paper 003's source; default :func:`adult_dir`): the
+    domain (domain-file order), the codes in that order, and the CSV column order."""
+    data_dir = adult_dir() if data_dir is None else data_dir
+    domain = Domain.from_json_file(data_dir / "adult-domain.json")
+    with open(data_dir / "adult.csv", newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader)[1:]  # the first column is the original row index
+        raw = np.array([[int(v) for v in row[1:]] for row in reader], dtype=np.int64)
+    order = [header.index(name) for name in domain.attributes]
+    return domain, domain.check_codes(raw[:, order]), header
+
+
+def make_stream(codes: np.ndarray, csv_order: list[str], domain: Domain, kind: str,
+                seed: int) -> np.ndarray:
+    """``randomized`` (keyed permutation) or ``ordered`` (lexicographic, CSV column order)."""
+    if kind == "ordered":
+        cols = [domain.attributes.index(name) for name in csv_order]
+        return codes[np.lexsort([codes[:, c] for c in reversed(cols)])]
+    keys = [int.from_bytes(hashlib.sha256(f"{seed}:{i}".encode()).digest()[:8], "big")
+            for i in range(codes.shape[0])]
+    return codes[np.argsort(np.array(keys, dtype=np.uint64), kind="stable")]

@@ -1,0 +1,24 @@
+"""Derived noise: every random draw of dpsynth is a function of (secret key, context, address).
+
+Layer: core, the only source of randomness in the DP core (DESIGN §3; docs/privacy.md P2).
+:mod:`~dpsynth.noise.keyed` holds :class:`KeyedNoise` (HMAC-SHA256 subkeys, ChaCha20 streams,
+the samplers addressed by (context, stream, event), the public placement seed);
+:mod:`~dpsynth.noise.samplers` the key-free arithmetic (effective scales, tails, variances);
+:mod:`~dpsynth.noise._kernels` the compiled ChaCha20 and exact integer samplers.
+"""
+
+from __future__ import annotations
+
+from dpsynth.noise.keyed import MAX_EVENT, Context, KeyedNoise, encode_context, warm_up
+from dpsynth.noise.samplers import (
+    SCALE_DENOMINATOR,
+    discrete_laplace_variance,
+    effective_scale,
+    geometric_from_uniform,
+    laplace_tail,
+)
+
+__all__ = [
+    "MAX_EVENT", "SCALE_DENOMINATOR", "Context", "KeyedNoise", "discrete_laplace_variance",
+    "effective_scale", "encode_context", "geometric_from_uniform", "laplace_tail", "warm_up",
+]

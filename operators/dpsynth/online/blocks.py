@@ -1,0 +1,375 @@
+"""Time blocks of steps: the online engine for add/remove neighbours and adaptive trees (issue 8).
+
+Layer: core. Time is counted in *steps* s = 1, 2, … (a step ends at every release; its length
+is public: ``release_every`` records or an explicit step marker). Block b holds the steps
+[2^b, 2^{b+1}) — doubling, like the time levels of HVZ, but over public steps, because under
+add/remove the number of records is private and record-count boundaries would move when a
+record is added. Every record lies in exactly one block, so by parallel composition each block
+may spend the whole per-record budget on its own data (privacy: P9):
+
+* **open-block size** (add/remove only): a Binary Mechanism over the block's steps (Chan et al.
+  2011), L = b + 1 heights, node noise Lap_Z(L/ε_n): a step count lies in L nodes → ε_n;
+* **at the block's end, a private histogram of its records**:
+  ``adaptive``: a PrivTree partition (:mod:`dpsynth.online.privtree`, ε_s for the whole tree) with
+  noisy leaf counts Lap_Z(1/ε_c) (one leaf per record → ε_c);
+  ``blocks``: offline PMM on the block (dissertation Alg 4 with the normalised σ_j of (3.7),
+  Σ_j 1/σ_j = ε_s + ε_c), its depth r = ⌈log2(ε ñ)⌉ from the block's *noisy* size ñ.
+
+A release is post-processing (P6): the completed blocks' histograms, each scaled to its size
+estimate, plus the open block's size times their pooled shape; materialised at the deepest leaf
+depth D and rounded to integers by systematic sampling with a *public* uniform, so the counts sum
+to the released size exactly (t under replacement; the noisy total under add/remove).
+
+Neighbours: ``add_remove`` (one record added to or removed from one step): the total per record
+is ε_n + ε_s + ε_c = ε. ``replace`` (one record's value changed in place): t and every step's
+size are public, no size counter is needed, and the changed record can move between two cells
+of the *same* block — group privacy of two, so each block runs at ε/2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from dpsynth._types import CellIds, Counts
+from dpsynth.consistency import make_consistent
+from dpsynth.errors import BudgetExceededError, ConfigError
+from dpsynth.noise import KeyedNoise, discrete_laplace_variance
+from dpsynth.online.privtree import noisy_leaf_counts, privtree_leaves, privtree_params
+
+NEIGHBOUR_NOTIONS = ("replace", "add_remove")
+#: adaptive releases drop PrivTree leaves whose noisy count is at most this many noise scales:
+#: an empty leaf's clipped noise is phantom mass (≈ half a scale each, hundreds of leaves).
+LEAF_FLOOR_SCALES = 2.0
+BLOCK_SCHEDULES = ("adaptive", "blocks")
+
+
+@dataclass(frozen=True)
+class BlockBudget:
+    """Per-block budgets and the worst-case loss of one neighbouring change (privacy: P9).
+
+    ``size`` ε_n (open-block Binary Mechanism), ``structure`` ε_s (PrivTree decisions),
+    ``counts`` ε_c (leaf counts; for ``blocks`` the PMM gets ε_s + ε_c).
+    """
+
+    neighbours: str
+    epsilon: float
+    size: float
+    structure: float
+    counts: float
+    worst_case_loss: float
+
+
+def block_budget(
+    epsilon: float,
+    neighbours: str,
+    schedule: str,
+    *,
+    size_share: float = 0.1,
+    structure_share: float = 0.5,
+) -> BlockBudget:
+    """Split ε per block and check the worst case: ≤ ε, or :class:`BudgetExceededError`.
+
+    add/remove: one record lies in one step of one block and changes each of that block's
+    mechanisms by one count: loss ε_n + ε_s + ε_c. replace: a changed record stays in its step,
+    so one block sees a removal and an addition: loss 2(ε_s + ε_c), and ε_n = 0 (sizes public).
+
+    >>> b = block_budget(1.0, "add_remove", "adaptive")
+    >>> round(b.size, 3), round(b.structure, 3), round(b.counts, 3), round(b.worst_case_loss, 3)
+    (0.1, 0.45, 0.45, 1.0)
+    >>> block_budget(1.0, "replace", "adaptive").worst_case_loss
+    1.0
+    """
+    if neighbours not in NEIGHBOUR_NOTIONS:
+        raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOUR_NOTIONS}")
+    if schedule not in BLOCK_SCHEDULES:
+        raise ConfigError(f"schedule ({schedule!r}) must be one of {BLOCK_SCHEDULES}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"epsilon ({epsilon!r}) must be a finite number > 0")
+    for name, share in (("size_share", size_share), ("structure_share", structure_share)):
+        if not 0.0 < share < 1.0:
+            raise ConfigError(f"{name} ({share!r}) must lie strictly between 0 and 1")
+    if neighbours == "add_remove":
+        size = size_share * epsilon
+        rest = epsilon - size
+        changes = 1  # one count per mechanism
+    else:
+        size, rest, changes = 0.0, epsilon / 2, 2  # a removal and an addition in one block
+    structure = structure_share * rest if schedule == "adaptive" else 0.0
+    counts = rest - structure
+    loss = size + changes * (structure + counts)  # privacy: P9 (basic composition)
+    if loss > epsilon * (1 + 1e-12):
+        raise BudgetExceededError(
+            f"block budget spends {loss:.6g} > epsilon = {epsilon:.6g}; lower the shares"
+        )
+    return BlockBudget(neighbours, float(epsilon), size, structure, counts, loss)
+
+
+def block_of(step: int) -> int:
+    """The block of step s ≥ 1: b = ⌊log2 s⌋ (block b = steps [2^b, 2^{b+1}))."""
+    return int(step).bit_length() - 1
+
+
+def _dyadic_nodes(k: int, heights: int) -> list[tuple[int, int]]:
+    """Binary Mechanism nodes (height i, index) whose p-sums make the prefix of k steps."""
+    nodes, position = [], 0
+    for i in range(heights - 1, -1, -1):
+        if k >> i & 1:
+            nodes.append((i, position >> i))
+            position += 1 << i
+    return nodes
+
+
+class BlockEngine:
+    """Steps, blocks and their private histograms for one partition (module docstring).
+
+    Not a public entry point: :class:`~dpsynth.online.synthesizer.OnlineSynthesizer` drives it with
+    ``schedule="adaptive"`` or ``"blocks"``.
+    """
+
+    def __init__(
+        self,
+        d: int,
+        budget: BlockBudget,
+        schedule: str,
+        noise: KeyedNoise,
+        context: tuple[int | str, ...],
+        max_depth: int,
+        current_shape: str = "last",
+    ) -> None:
+        if current_shape not in ("pooled", "last"):
+            raise ConfigError(f"current_shape ({current_shape!r}) must be 'pooled' or 'last'")
+        self.d = d
+        self.budget = budget
+        self.schedule = schedule
+        self.max_depth = max_depth
+        self.current_shape = current_shape
+        self._noise = noise
+        self._context = context
+        self.step = 0  # completed steps
+        self._pending: list[CellIds] = []  # records of the open step
+        self._open: list[CellIds] = []  # records of the open block's completed steps
+        self._step_counts: list[int] = []  # open block: true count of each completed step
+        self.blocks: list[dict[str, Any]] = []  # completed blocks: leaves and size estimate
+        self._masses: tuple[Any, ...] | None = None  # release cache: (D, intervals, densities)
+        if schedule == "adaptive":
+            privtree_params(budget.structure, max_depth=max_depth)  # fails early if impossible
+
+    # -- ingest ----------------------------------------------------------------------------
+
+    def add(self, addresses: CellIds) -> None:
+        """Records of the open step (Morton addresses at ``max_depth``)."""
+        if addresses.size:
+            self._pending.append(np.asarray(addresses, dtype=np.uint64))
+
+    def end_step(self) -> None:
+        """Close the open step; at a block's last step, summarise the block privately."""
+        self._open.extend(self._pending)
+        self._step_counts.append(sum(int(a.size) for a in self._pending))
+        self._pending = []
+        self.step += 1
+        b = block_of(self.step)
+        if self.step == (2 << b) - 1:  # the last step of block b
+            self.blocks.append(self._summarise(b))
+            self._open, self._step_counts, self._masses = [], [], None
+
+    # -- private quantities ------------------------------------------------------------------
+
+    def _open_size(self, b: int, steps: int) -> tuple[float, float]:
+        """(estimate, variance) of the records in the first ``steps`` steps of open block b."""
+        exact = float(sum(self._step_counts[:steps]))
+        if self.budget.neighbours == "replace":
+            return exact, 0.0  # public under replacement
+        heights = b + 1
+        scale = heights / self.budget.size
+        nodes = _dyadic_nodes(steps, heights)
+        if not nodes:
+            return 0.0, 0.0
+        index = np.array([n[1] for n in nodes], np.uint64)
+        height = np.array([n[0] for n in nodes], np.uint64)
+        lap = self._noise.discrete_laplace_at(scale, (*self._context, "size", b), index, height)
+        return exact + float(lap.sum()), len(nodes) * discrete_laplace_variance(scale)
+
+    def _summarise(self, b: int) -> dict[str, Any]:
+        size, size_var = self._open_size(b, 1 << b)
+        context = (*self._context, "block", b)
+        records = np.concatenate(self._open) if self._open else np.zeros(0, np.uint64)
+        cells, weights = np.unique(records, return_counts=True)
+        if self.schedule == "adaptive":
+            params = privtree_params(self.budget.structure, max_depth=self.max_depth)
+            depths, prefixes = privtree_leaves(
+                cells, weights, params, self._noise, context, address_depth=self.max_depth,
+            )
+            counts = noisy_leaf_counts(
+                cells, weights, depths, prefixes, self.budget.counts,
+                self._noise, context, address_depth=self.max_depth,
+            )
+            if size_var > 0:  # pool the Binary Mechanism total with the leaf sum
+                leaf_var = depths.size * discrete_laplace_variance(1.0 / self.budget.counts)
+                w = leaf_var / (leaf_var + size_var)
+                size = w * size + (1 - w) * float(counts.sum())
+        else:
+            depths, prefixes, counts = self._pmm_leaves(cells, weights, max(size, 0.0), context)
+        return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size}
+
+    def _pmm_leaves(self, cells: CellIds, weights: Counts, size: float,
+                    context: tuple[int | str, ...]) -> tuple[Any, Any, Any]:
+        """Offline PMM on the block's histogram, depth from the (noisy) block size."""
+        from dpsynth.offline.pmm import (  # offline imports the synthesizer
+            noisy_levels,
+            pmm_depth,
+            pmm_scales,
+        )
+
+        eps = self.budget.counts
+        depth = pmm_depth(int(round(size)), eps, self.d, self.max_depth)
+        scales = pmm_scales(depth, self.d, eps)  # Σ_j 1/σ_j = ε_c (root included)
+        at_depth = cells >> np.uint64(self.max_depth - depth)
+        noisy = noisy_levels(at_depth, depth, scales, self._noise, context, range(1, depth + 1),
+                             weights)
+        root = max(int(round(size)), 0)  # noisy (add/remove) or public (replace) size
+        leaves = make_consistent(root, noisy)[-1] if depth else np.array([root], np.int64)
+        return (np.full(leaves.size, depth, np.int64), np.arange(leaves.size, dtype=np.uint64),
+                leaves)
+
+    # -- release ------------------------------------------------------------------------------
+
+    def release_counts(self, records: int, placement_seed: bytes) -> tuple[int, int, Counts]:
+        """(released size, depth D, integer counts of the 2^D cells summing to the size).
+
+        The size is ``records`` under replacement (public) and, under add/remove, the completed
+        blocks' sizes plus the open block's noisy size, rounded and clipped at 0 (P9).
+        """
+        b = block_of(self.step + 1)  # the open block
+        open_size = self._open_size(b, len(self._step_counts))[0]
+        total = records
+        if self.budget.neighbours == "add_remove":  # the count is private: a noisy size
+            estimate = sum(float(blk["size"]) for blk in self.blocks) + open_size
+            total = max(int(round(estimate)), 0)  # privacy: P9
+        return (total, *self._leaf_counts(total, max(open_size, 0.0), placement_seed))
+
+    def _leaf_counts(self, total: int, open_size: float,
+                     placement_seed: bytes) -> tuple[int, Counts]:
+        """(depth D, integer counts of the 2^D cells summing to ``total``): post-processing.
+
+        The measure is piecewise constant on Morton intervals at depth D (the union of the
+        blocks' leaves). Its cumulative mass F, scaled to ``total``, is rounded by systematic
+        sampling: unit j = 1..total lands in the cell where F crosses j − u, with u a *public*
+        uniform — O(total · log K + 2^D), never a pass per leaf and cell.
+        """
+        if not self.blocks or total == 0:
+            return 0, np.array([total], np.int64)
+        if self._masses is None:  # completed blocks change only at a block's end: cache
+            floor = LEAF_FLOOR_SCALES / self.budget.counts if self.schedule == "adaptive" else 0.0
+            self._masses = _pooled_intervals(self.blocks, self.max_depth, floor)
+        depth, starts, widths, pooled, last = self._masses
+        reference = last if self.current_shape == "last" else pooled
+        ref_mass = float((reference * widths).sum())
+        density = pooled + (open_size / ref_mass) * reference if ref_mass > 0 else pooled
+        mass = density * widths
+        if mass.sum() <= 0:
+            return 0, np.array([total], np.int64)
+        scale = total / mass.sum()
+        before = np.concatenate([[0.0], np.cumsum(mass)[:-1]]) * scale  # F at interval starts
+        u = KeyedNoise(placement_seed).uniform_at(("round", self.step), 0, 0)[0] - 2.0**-53
+        counts = np.zeros(1 << depth, np.int64)
+        _systematic_counts(starts, widths, before, density * scale, total, u, counts)
+        return depth, counts
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue identically (no key material)."""
+        pending = np.concatenate(self._pending) if self._pending else np.zeros(0, np.uint64)
+        records = np.concatenate(self._open) if self._open else np.zeros(0, np.uint64)
+        return {"step": self.step, "pending": pending, "open": records,
+                "step_counts": list(self._step_counts),
+                "blocks": [dict(blk) for blk in self.blocks]}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`state`."""
+        self.step = int(state["step"])
+        self._pending = [state["pending"]] if state["pending"].size else []
+        self._open = [state["open"]] if state["open"].size else []
+        self._masses = None
+        self._step_counts = [int(c) for c in state["step_counts"]]
+        self.blocks = [dict(blk) for blk in state["blocks"]]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: the open block's histogram and the completed blocks' leaves."""
+        held = sum(a.nbytes for a in self._open)
+        return held + sum(blk["depths"].nbytes * 3 for blk in self.blocks)
+
+
+@njit(cache=True)
+def _systematic_counts(starts, widths, before, rate, total, u, out):  # type: ignore[no-untyped-def]
+    """Unit j = 1..total lands in the cell where F crosses j − u (F linear inside an interval,
+    slope ``rate`` per cell, F = ``before`` at each interval's start): one pass, O(total + K)."""
+    i = 0
+    last = starts.shape[0] - 1
+    for j in range(1, total + 1):
+        target = j - u
+        while i < last and before[i + 1] < target:
+            i += 1
+        step = rate[i] if rate[i] > 1e-300 else 1e-300
+        offset = np.int64(np.ceil((target - before[i]) / step)) - 1
+        offset = min(max(offset, 0), widths[i] - 1)
+        out[starts[i] + offset] += 1
+
+
+def _block_intervals(block: dict[str, Any], depth: int,
+                     floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """A block's leaves as sorted Morton interval starts at ``depth`` and per-cell densities.
+
+    Leaves deeper than ``depth`` (stragglers, :func:`_mass_depth`) are merged into their
+    depth-``depth`` ancestor, their mass spread over it.
+    """
+    raw = block["counts"]
+    counts = np.where(raw > floor, raw, 0).astype(np.float64)  # floor 0: clip negatives
+    if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
+        counts *= max(float(block["size"]), 0.0) / counts.sum()
+    leaf_depths = np.minimum(block["depths"], depth)
+    prefixes = block["prefixes"] >> (block["depths"] - leaf_depths).astype(np.uint64)
+    starts = (prefixes << (depth - leaf_depths).astype(np.uint64)).astype(np.int64)
+    starts, inverse = np.unique(starts, return_inverse=True)
+    mass = np.bincount(inverse, weights=counts, minlength=starts.size)
+    widths = np.diff(np.concatenate([starts, [1 << depth]]))
+    return starts, mass / widths
+
+
+def _mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
+    """The smallest depth below which the block's leaves hold at most ``share`` of its mass.
+
+    PrivTree leaves far below the data are stragglers of empty regions whose counts are
+    noise; their (tiny) mass is kept but spread over their ancestor at the returned depth, so
+    a stray deep leaf does not force a 2^20-cell release. Leaves with real mass (a dense venue)
+    hold far more than 0.1 % and keep their depth.
+    """
+    mass = np.maximum(block["counts"], 0).astype(np.float64)
+    total = mass.sum()
+    if total <= 0:
+        return 0
+    by_depth = np.bincount(block["depths"], weights=mass)
+    deeper = total - np.cumsum(by_depth)  # mass strictly below each depth
+    return int(np.flatnonzero(deeper <= share * total)[0])
+
+
+def _pooled_intervals(
+    blocks: list[dict[str, Any]], max_depth: int, floor: float = 0.0
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(D, union interval starts, widths, pooled density, last block's density) at depth D.
+
+    Every block's leaves partition the cube, so each union interval lies in exactly one leaf
+    of every block: its density is the sum of those leaves' densities.
+    """
+    depth = min(max_depth, max(_mass_depth(blk) for blk in blocks))
+    per_block = [_block_intervals(blk, depth, floor) for blk in blocks]
+    starts = np.unique(np.concatenate([s for s, _ in per_block]))
+    widths = np.diff(np.concatenate([starts, [1 << depth]]))
+    densities = [dens[np.searchsorted(s, starts, side="right") - 1] for s, dens in per_block]
+    return depth, starts, widths, sum(densities), densities[-1]

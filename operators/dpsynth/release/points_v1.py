@@ -1,0 +1,673 @@
+"""Release wire format v1: a release as a header, bounded chunks and a checksummed end record.
+
+Layer: core. DESIGN §4. One :class:`~dpsynth.release.model.Release` becomes a sequence of msgpack
+records (``schemas/release.v1.json``, ``schemas/README.md``), each at most ``max_chunk_bytes``:
+
+1. a **header**: ``{"kind": "header", "format": 1, "run_id", "partition", "sequence", "t",
+   "depth", "d", "metadata", "placement_seed", "n_chunks", "leaf_encoding": "sparse"}``;
+2. ``n_chunks`` **chunks** ``{"kind": "chunk", "run_id", "partition", "sequence", "index",
+   "cells", "counts"}``: the non-zero leaves in increasing Morton order, ``cells`` as
+   little-endian uint32 (uint64 when depth > 32) and ``counts`` as little-endian int64 bytes;
+3. an **end** record ``{"kind": "end", "run_id", "partition", "sequence", "n_chunks",
+   "sha256"}``, the hex SHA-256 of the header bytes followed by every chunk's bytes in order.
+
+Encoding is deterministic (fixed key order, metadata keys sorted recursively, tuples written as
+lists): the same release gives byte-identical records, so a retried release is a duplicate that
+consumers drop by (run_id, partition, sequence) — DESIGN §3 "Exactly-once as consumers see it".
+:func:`decode_release` checks everything and raises :class:`ReleaseIncompleteError` on any gap;
+:class:`ReleaseAssembler` does the same for records of many releases interleaved, as a topic's
+consumer sees them. Error messages name record positions, chunk indices, cells and t, never a
+count (STYLE §3.6).
+
+>>> import numpy as np
+>>> from dpsynth.release.model import Release
+>>> release = Release(t=3, depth=2, leaf_counts=np.array([2, 0, 1, 0]), metadata={"d": 2})
+>>> records = encode_release(release, run_id="demo", partition=0, sequence=7)
+>>> [len(r) > 0 for r in records], decode_release(records) == release
+([True, True, True], True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, NoReturn
+
+import msgpack
+import numpy as np
+
+from dpsynth.errors import ConfigError, DpsynthError
+from dpsynth.release.model import Release
+
+#: Version of the record layout; a reader refuses any other.
+FORMAT_VERSION = 1
+#: The leaf encoding of format 1: non-zero leaves only, as (cells, counts) arrays.
+LEAF_ENCODING = "sparse"
+#: Default bound on every record: a quarter of Kafka's default 1 MB message limit.
+DEFAULT_MAX_CHUNK_BYTES = 256_000
+#: Deepest release decoded by default: 2^32 leaves are 32 GiB of int64 counts.
+MAX_DECODE_DEPTH = 32
+_MAX_TREE_DEPTH = 63
+_COUNT_DTYPE = np.dtype("<i8")
+_HEADER_KEYS = frozenset(
+    (
+        "kind",
+        "format",
+        "run_id",
+        "partition",
+        "sequence",
+        "t",
+        "depth",
+        "d",
+        "metadata",
+        "placement_seed",
+        "n_chunks",
+        "leaf_encoding",
+    )
+)
+_CHUNK_KEYS = frozenset(("kind", "run_id", "partition", "sequence", "index", "cells", "counts"))
+_END_KEYS = frozenset(("kind", "run_id", "partition", "sequence", "n_chunks", "sha256"))
+
+
+class ReleaseIncompleteError(DpsynthError, ValueError):
+    """A release's records are missing, duplicated, out of order, mixed or corrupt."""
+
+
+class ReleaseKey(NamedTuple):
+    """Identity of one release on the wire: the run, the input partition and the sequence."""
+
+    run_id: str
+    partition: int
+    sequence: int
+
+
+# ---- helpers -----------------------------------------------------------------------------
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _cell_dtype(depth: int) -> np.dtype:
+    """Little-endian uint32 cells up to depth 32, uint64 beyond."""
+    return np.dtype("<u4") if depth <= 32 else np.dtype("<u8")
+
+
+def _canonical(value: Any, where: str) -> Any:
+    """Metadata in canonical msgpack form: str keys sorted, tuples as lists, numpy as Python."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, bool | int | float | str | bytes):
+        return value
+    if isinstance(value, Mapping):
+        for key in value:
+            if not isinstance(key, str):
+                raise ConfigError(f"{where} key ({key!r}) must be a str")
+        return {k: _canonical(value[k], f"{where}[{k!r}]") for k in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [_canonical(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise ConfigError(
+        f"{where} ({type(value).__name__}) must be None, bool, int, float, str, bytes, "
+        "a list or a str-keyed dict"
+    )
+
+
+def _pack(obj: dict[str, Any]) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def _unpack(raw: object, where: str) -> dict[str, Any]:
+    """Decode one record into a dict, or raise ReleaseIncompleteError."""
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        raise ReleaseIncompleteError(f"{where} ({type(raw).__name__}) must be bytes")
+    try:
+        obj = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        raise ReleaseIncompleteError(f"{where} cannot be decoded as one msgpack map") from None
+    if not isinstance(obj, dict):
+        raise ReleaseIncompleteError(f"{where} must be a msgpack map")
+    return obj
+
+
+def _key_of(rec: dict[str, Any], where: str) -> ReleaseKey:
+    run_id, partition, sequence = rec.get("run_id"), rec.get("partition"), rec.get("sequence")
+    if not isinstance(run_id, str) or not run_id:
+        raise ReleaseIncompleteError(f"{where}: `run_id` must be a non-empty string")
+    for name, value in (("partition", partition), ("sequence", sequence)):
+        if not _is_int(value) or value < 0:
+            raise ReleaseIncompleteError(f"{where}: `{name}` must be an integer >= 0")
+    return ReleaseKey(run_id, partition, sequence)
+
+
+def _check_keys(rec: dict[str, Any], expected: frozenset[str], where: str) -> None:
+    if set(rec) != expected:
+        missing, extra = sorted(expected - set(rec)), sorted(set(rec) - expected)
+        raise ReleaseIncompleteError(
+            f"{where}: keys must be exactly those of format {FORMAT_VERSION} "
+            f"(missing {missing}, unknown {extra})"
+        )
+
+
+def release_key(record: bytes) -> ReleaseKey:
+    """The (run_id, partition, sequence) of any record of a release (header, chunk or end)."""
+    return _key_of(_unpack(record, "record"), "record")
+
+
+# ---- writer ------------------------------------------------------------------------------
+
+
+def encode_release(
+    release: Release,
+    *,
+    run_id: str,
+    partition: int,
+    sequence: int,
+    max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+) -> list[bytes]:
+    """Encode a release as [header, chunk 0, …, chunk n−1, end] msgpack records.
+
+    Parameters
+    ----------
+    release
+        The release; its ``metadata`` must hold ``d`` and only msgpack-able values (str-keyed
+        dicts, lists, tuples — written as lists —, str, bytes, int, float, bool, None).
+    run_id, partition, sequence
+        Identity of the release: the run, the input partition, the release sequence number.
+    max_chunk_bytes
+        Upper bound on the size of every record (default 256 000, well under Kafka's 1 MB).
+
+    Returns
+    -------
+    list of bytes
+        Byte-identical for equal releases and identity.
+
+    Raises
+    ------
+    ConfigError
+        If the identity or the release is invalid, or a record cannot fit ``max_chunk_bytes``.
+    """
+    _check_identity(ReleaseKey(run_id, partition, sequence))
+    partition, sequence = int(partition), int(sequence)
+    counts, d = _check_release(release)
+    if not _is_int(max_chunk_bytes) or max_chunk_bytes <= 0:
+        raise ConfigError(f"max_chunk_bytes ({max_chunk_bytes!r}) must be an integer > 0")
+    cells = np.flatnonzero(counts)
+    cell_dtype = _cell_dtype(release.depth)
+    values = counts[cells].astype(_COUNT_DTYPE)
+    cells = cells.astype(cell_dtype)
+    ident = {"run_id": run_id, "partition": partition, "sequence": sequence}
+
+    per_chunk = _chunk_capacity(ident, cells.size, cell_dtype.itemsize, max_chunk_bytes)
+    n_chunks = math.ceil(cells.size / per_chunk) if cells.size else 0
+    header = {
+        "kind": "header",
+        "format": FORMAT_VERSION,
+        **ident,
+        "t": int(release.t),
+        "depth": int(release.depth),
+        "d": d,
+        "metadata": _canonical(release.metadata, "release metadata"),
+        "placement_seed": bytes(release.placement_seed),
+        "n_chunks": n_chunks,
+        "leaf_encoding": LEAF_ENCODING,
+    }
+    records = [_pack(header)]
+    for index in range(n_chunks):
+        part = slice(index * per_chunk, (index + 1) * per_chunk)
+        chunk = {
+            "kind": "chunk",
+            **ident,
+            "index": index,
+            "cells": cells[part].tobytes(),
+            "counts": values[part].tobytes(),
+        }
+        records.append(_pack(chunk))
+    digest = hashlib.sha256(b"".join(records)).hexdigest()
+    records.append(_pack({"kind": "end", **ident, "n_chunks": n_chunks, "sha256": digest}))
+    for position, record in enumerate(records):
+        if len(record) > max_chunk_bytes:
+            raise ConfigError(
+                f"record {position} ({len(record)} bytes) must fit in max_chunk_bytes "
+                f"({max_chunk_bytes}); raise max_chunk_bytes or shrink the release metadata"
+            )
+    return records
+
+
+def _chunk_capacity(ident: dict[str, Any], n_cells: int, width: int, max_chunk_bytes: int) -> int:
+    """Leaves per chunk so that every chunk record fits in ``max_chunk_bytes``."""
+    # overhead with empty payloads and the widest index, plus room for two bin32 length headers
+    empty = {"kind": "chunk", **ident, "index": max(n_cells, 1), "cells": b"", "counts": b""}
+    per_chunk = (max_chunk_bytes - len(_pack(empty)) - 6) // (width + 8)
+    if n_cells and per_chunk < 1:
+        raise ConfigError(
+            f"max_chunk_bytes ({max_chunk_bytes}) must leave room for at least one leaf per chunk"
+            "; raise it"
+        )
+    return max(per_chunk, 1)
+
+
+def _check_identity(key: ReleaseKey) -> None:
+    if not isinstance(key.run_id, str) or not key.run_id:
+        raise ConfigError(f"run_id ({key.run_id!r}) must be a non-empty string")
+    for name in ("partition", "sequence"):
+        value = getattr(key, name)
+        if not _is_int(value) or value < 0:
+            raise ConfigError(f"{name} ({value!r}) must be an integer >= 0")
+
+
+def _check_release(release: Release) -> tuple[np.ndarray, int]:
+    """The release's leaf counts as int64 and its dimension, or ConfigError."""
+    if not isinstance(release, Release):
+        raise ConfigError(f"release ({type(release).__name__}) must be a dpsynth Release")
+    depth, t = release.depth, release.t
+    if not _is_int(depth) or not 0 <= depth <= _MAX_TREE_DEPTH:
+        raise ConfigError(f"release depth ({depth!r}) must be an integer in [0, 63]")
+    if not _is_int(t) or t < 0:
+        raise ConfigError(f"release t ({t!r}) must be an integer >= 0")
+    d = release.metadata.get("d") if isinstance(release.metadata, Mapping) else None
+    if not _is_int(d) or d < 1:
+        raise ConfigError(f"release metadata 'd' ({d!r}) must be an integer >= 1")
+    if not isinstance(release.placement_seed, bytes | bytearray):
+        raise ConfigError("release placement_seed must be bytes")
+    counts = np.asarray(release.leaf_counts)
+    if counts.shape != (1 << depth,) or counts.dtype.kind not in "iu":
+        raise ConfigError(
+            f"release leaf_counts (shape {counts.shape}, dtype {counts.dtype}) must be "
+            f"2^depth = {1 << depth} integers"
+        )
+    if counts.size and (counts.min() < 0 or int(counts.sum(dtype=np.uint64)) != t):
+        # privacy: the message names t only, never a count
+        raise ConfigError(f"release leaf_counts must be non-negative and sum to t ({t})")
+    return counts.astype(np.int64), int(d)
+
+
+# ---- reader ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Header:
+    key: ReleaseKey
+    t: int
+    depth: int
+    d: int
+    metadata: dict[str, Any]
+    placement_seed: bytes
+    n_chunks: int
+
+
+def _parse_header(raw: bytes, *, max_depth: int) -> _Header:
+    rec = _unpack(raw, "record 0")
+    if rec.get("kind") != "header":
+        raise ReleaseIncompleteError(
+            f"record 0 (kind {rec.get('kind')!r}) must be the header: a release starts with "
+            "its header record (truncated at the front?)"
+        )
+    _check_keys(rec, _HEADER_KEYS, "header")
+    if rec["format"] != FORMAT_VERSION or isinstance(rec["format"], bool):
+        raise ReleaseIncompleteError(
+            f"header `format` ({rec['format']!r}) must be {FORMAT_VERSION}: this dpsynth reads "
+            "release format 1 only; upgrade dpsynth to read newer releases"
+        )
+    if rec["leaf_encoding"] != LEAF_ENCODING:
+        raise ReleaseIncompleteError(
+            f"header `leaf_encoding` ({rec['leaf_encoding']!r}) must be {LEAF_ENCODING!r}"
+        )
+    key = _key_of(rec, "header")
+    depth, t, d, n_chunks = rec["depth"], rec["t"], rec["d"], rec["n_chunks"]
+    if not _is_int(depth) or not 0 <= depth <= min(max_depth, _MAX_TREE_DEPTH):
+        raise ReleaseIncompleteError(
+            f"header `depth` ({depth!r}) must be an integer in [0, {max_depth}]; "
+            "raise max_depth to decode deeper releases"
+        )
+    for name, value, low in (("t", t, 0), ("d", d, 1), ("n_chunks", n_chunks, 0)):
+        if not _is_int(value) or value < low:
+            raise ReleaseIncompleteError(f"header `{name}` must be an integer >= {low}")
+    if n_chunks > 1 << depth:
+        raise ReleaseIncompleteError(
+            f"header `n_chunks` ({n_chunks}) must be at most 2^depth ({1 << depth})"
+        )
+    metadata, seed = rec["metadata"], rec["placement_seed"]
+    if not isinstance(metadata, dict) or metadata.get("d") != d:
+        raise ReleaseIncompleteError(
+            f"header `metadata` must be a map whose 'd' equals the header's d ({d})"
+        )
+    if not isinstance(seed, bytes):
+        raise ReleaseIncompleteError("header `placement_seed` must be bytes")
+    return _Header(key, t, depth, d, metadata, seed, n_chunks)
+
+
+def _parse_chunk(rec: dict[str, Any], header: _Header, after: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cells and counts of one chunk, checked; ``after`` is the last cell of earlier chunks."""
+    index = rec["index"]
+    cells_raw, counts_raw = rec["cells"], rec["counts"]
+    if not isinstance(cells_raw, bytes) or not isinstance(counts_raw, bytes):
+        raise ReleaseIncompleteError(f"chunk {index}: `cells` and `counts` must be bytes")
+    width = _cell_dtype(header.depth).itemsize
+    n = len(counts_raw) // 8
+    if n == 0 or len(counts_raw) != 8 * n or len(cells_raw) != width * n:
+        raise ReleaseIncompleteError(
+            f"chunk {index}: `cells` ({len(cells_raw)} bytes) and `counts` ({len(counts_raw)} "
+            f"bytes) must hold the same number (>= 1) of {width}-byte cells and 8-byte counts"
+        )
+    cells = np.frombuffer(cells_raw, dtype=_cell_dtype(header.depth)).astype(np.uint64)
+    counts = np.frombuffer(counts_raw, dtype=_COUNT_DTYPE).astype(np.int64)
+    if int(cells[-1]) >= 1 << header.depth:
+        raise ReleaseIncompleteError(
+            f"chunk {index}: cell {int(cells[-1])} must be below 2^depth ({1 << header.depth})"
+        )
+    if int(cells[0]) <= after or (n > 1 and np.any(cells[1:] <= cells[:-1])):
+        raise ReleaseIncompleteError(
+            f"chunk {index}: cells must increase strictly across the release (each leaf once)"
+        )
+    if counts.min() < 1 or counts.max() > header.t:
+        # privacy: never name the offending count
+        raise ReleaseIncompleteError(
+            f"chunk {index}: counts must lie in [1, t] (non-zero leaves only, non-negative)"
+        )
+    return cells, counts
+
+
+def decode_release(records: Iterable[bytes], *, max_depth: int = MAX_DECODE_DEPTH) -> Release:
+    """Decode and check the records of exactly one release.
+
+    Checks the order (header, chunks 0…n−1 each once, end, nothing after), that every record
+    carries the header's (run_id, partition, sequence), the checksum, that cells are below
+    2^depth and increasing, that counts are positive and sum to t.
+
+    Raises
+    ------
+    ReleaseIncompleteError
+        With the reason, on any missing, extra, mixed or corrupt record.
+    """
+    it = iter(records)
+    raw_header = next(it, None)
+    if raw_header is None:
+        raise ReleaseIncompleteError("no records: a release starts with a header record")
+    reader = _Reader(_parse_header(raw_header, max_depth=max_depth), raw_header)
+    for position, raw in enumerate(it, start=1):
+        where = f"record {position}"
+        rec = _unpack(raw, where)
+        kind = rec.get("kind")
+        if kind == "header":
+            raise ReleaseIncompleteError(
+                f"{where} is a second header before the end record: the release is truncated "
+                "or mixed with another"
+            )
+        if kind not in ("chunk", "end"):
+            raise ReleaseIncompleteError(
+                f"{where} `kind` ({kind!r}) must be 'header', 'chunk' or 'end'"
+            )
+        if _key_of(rec, where) != reader.header.key:
+            raise ReleaseIncompleteError(
+                f"{where} belongs to {_key_of(rec, where)}, not to {reader.header.key} whose "
+                "header came first: records of different releases are mixed (use ReleaseAssembler)"
+            )
+        if kind == "chunk":
+            reader.chunk(rec, raw, where)
+            continue
+        release = reader.end(rec, where)
+        if next(it, None) is not None:
+            raise ReleaseIncompleteError(
+                f"no record may follow the end record ({where}); decode one release at a time"
+            )
+        return release
+    raise ReleaseIncompleteError(
+        f"records ended before the end record, after {reader.expected} of "
+        f"{reader.header.n_chunks} chunks: the release is truncated"
+    )
+
+
+class _Reader:
+    """Running state of one release being decoded: checked chunk by chunk, then at the end."""
+
+    def __init__(self, header: _Header, raw_header: bytes) -> None:
+        self.header = header
+        self.digest = hashlib.sha256(bytes(raw_header))
+        self.leaf_counts = np.zeros(1 << header.depth, dtype=np.int64)
+        self.expected, self.last_cell, self.total = 0, -1, 0
+
+    def chunk(self, rec: dict[str, Any], raw: bytes, where: str) -> None:
+        """Check one chunk's place in the sequence and its contents, and add its leaves."""
+        _check_keys(rec, _CHUNK_KEYS, where)
+        index, n_chunks = rec["index"], self.header.n_chunks
+        if not _is_int(index):
+            raise ReleaseIncompleteError(f"{where}: chunk `index` must be an integer")
+        if index < self.expected:
+            raise ReleaseIncompleteError(f"chunk {index} appears twice ({where})")
+        if index >= n_chunks:
+            raise ReleaseIncompleteError(
+                f"chunk index ({index}) must be below n_chunks ({n_chunks})"
+            )
+        if index != self.expected:
+            raise ReleaseIncompleteError(
+                f"chunk index ({index}) must be {self.expected} at {where}: chunks come in order "
+                f"0..n_chunks-1; chunk {self.expected} is missing or out of order"
+            )
+        cells, counts = _parse_chunk(rec, self.header, self.last_cell)
+        self.leaf_counts[cells] = counts
+        self.total += sum(counts.tolist())  # exact: Python ints cannot overflow
+        self.last_cell, self.expected = int(cells[-1]), self.expected + 1
+        self.digest.update(raw)
+
+    def end(self, rec: dict[str, Any], where: str) -> Release:
+        """Check the end record, the checksum and the sum; return the release."""
+        _check_keys(rec, _END_KEYS, where)
+        header = self.header
+        if self.expected != header.n_chunks or rec["n_chunks"] != header.n_chunks:
+            raise ReleaseIncompleteError(
+                f"end record after {self.expected} of {header.n_chunks} chunks: chunks are missing"
+            )
+        sha = rec["sha256"]
+        if not isinstance(sha, str) or not hmac.compare_digest(sha, self.digest.hexdigest()):
+            raise ReleaseIncompleteError(
+                "sha256 of the header and chunks must match the end record's checksum: "
+                "the release was corrupted or tampered with"
+            )
+        if self.total != header.t:
+            raise ReleaseIncompleteError(f"leaf counts must sum to t ({header.t})")
+        return Release(
+            t=header.t,
+            depth=header.depth,
+            leaf_counts=self.leaf_counts,
+            metadata=header.metadata,
+            placement_seed=header.placement_seed,
+        )
+
+
+# ---- files -------------------------------------------------------------------------------
+
+
+def write_release_file(path: str | os.PathLike[str], records: Iterable[bytes]) -> None:
+    """Write records to one file, each prefixed by its length (4 bytes, big-endian).
+
+    The file is written to a temporary name and renamed, so readers never see half a release.
+    """
+    parts = []
+    for position, record in enumerate(records):
+        if not isinstance(record, bytes | bytearray):
+            raise ConfigError(f"record {position} ({type(record).__name__}) must be bytes")
+        if len(record) >= 1 << 32:
+            raise ConfigError(f"record {position} ({len(record)} bytes) must be below 4 GiB")
+        parts += [len(record).to_bytes(4, "big"), bytes(record)]
+    target = os.fspath(path)
+    tmp = f"{target}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(b"".join(parts))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+
+
+def read_release_records(path: str | os.PathLike[str]) -> list[bytes]:
+    """The length-prefixed records of a release file, without decoding them."""
+    with open(path, "rb") as f:
+        data = f.read()
+    records, offset = [], 0
+    while offset < len(data):
+        if offset + 4 > len(data):
+            raise ReleaseIncompleteError(
+                f"release file {os.fspath(path)!r} ends inside a length prefix: truncated"
+            )
+        size = int.from_bytes(data[offset : offset + 4], "big")
+        if offset + 4 + size > len(data):
+            raise ReleaseIncompleteError(
+                f"release file {os.fspath(path)!r}: record {len(records)} ({size} bytes) "
+                "runs past the end of the file: truncated"
+            )
+        records.append(data[offset + 4 : offset + 4 + size])
+        offset += 4 + size
+    return records
+
+
+def read_release_file(
+    path: str | os.PathLike[str], *, max_depth: int = MAX_DECODE_DEPTH
+) -> Release:
+    """Read and decode the one release of a file written by :func:`write_release_file`."""
+    return decode_release(read_release_records(path), max_depth=max_depth)
+
+
+# ---- consumer side -----------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    header_raw: bytes
+    header: _Header
+    chunks: dict[int, bytes] = field(default_factory=dict)
+
+
+@dataclass
+class _Seen:
+    floor: int = -1  # every sequence <= floor counts as assembled
+    sequences: set[int] = field(default_factory=set)
+
+
+class ReleaseAssembler:
+    """Reassemble releases from records of many releases interleaved, as a consumer sees them.
+
+    Records are grouped by (run_id, partition, sequence). Policy:
+
+    - An end record completes its release: ``add`` returns the :class:`Release` (checked as
+      by :func:`decode_release`), exactly once per key.
+    - Any record of an already assembled key is dropped silently (``None``): retried releases
+      are byte-identical (DESIGN §3), so a re-delivery is a duplicate. A byte-identical copy of
+      a record already held for a pending release is dropped too (at-least-once delivery).
+    - A corrupt release raises :class:`ReleaseIncompleteError` and is discarded, so a later
+      complete retry can still be assembled: a record that cannot be decoded, a chunk or end
+      without its header (the consumer started mid-release, or the header was lost), two
+      different versions of the same header or chunk, missing chunks at the end record, a bad
+      checksum or an inconsistent sum. The assembler stays usable after raising.
+    - At most ``max_pending`` releases may be open; a header beyond that evicts the oldest open
+      release, which is reported by raising (the new header itself is kept).
+    - Per (run_id, partition) the last ``remember`` assembled sequences are kept; older
+      sequences (replays of the distant past) count as assembled and are dropped.
+
+    >>> import numpy as np
+    >>> from dpsynth.release.model import Release
+    >>> a = Release(t=1, depth=1, leaf_counts=np.array([0, 1]), metadata={"d": 1})
+    >>> ra = encode_release(a, run_id="r", partition=0, sequence=1)
+    >>> rb = encode_release(a, run_id="r", partition=1, sequence=1)
+    >>> asm = ReleaseAssembler()
+    >>> out = [asm.add(r) for r in (ra[0], rb[0], ra[1], rb[1], ra[2], rb[2], *ra)]
+    >>> [o is not None for o in out]
+    [False, False, False, False, True, True, False, False, False]
+    """
+
+    def __init__(
+        self, *, max_pending: int = 1024, remember: int = 4096, max_depth: int = MAX_DECODE_DEPTH
+    ) -> None:
+        for name, value in (("max_pending", max_pending), ("remember", remember)):
+            if not _is_int(value) or value < 1:
+                raise ConfigError(f"{name} ({value!r}) must be an integer >= 1")
+        self.max_pending = max_pending
+        self.remember = remember
+        self.max_depth = max_depth
+        self._pending: dict[ReleaseKey, _Pending] = {}
+        self._seen: dict[tuple[str, int], _Seen] = {}
+
+    @property
+    def pending(self) -> tuple[ReleaseKey, ...]:
+        """Keys of the releases begun but not yet complete, oldest first."""
+        return tuple(self._pending)
+
+    def add(self, record: bytes) -> Release | None:
+        """Take one record; return the release it completes, else None (see the class policy)."""
+        done = self.add_keyed(record)
+        return None if done is None else done[1]
+
+    def add_keyed(self, record: bytes) -> tuple[ReleaseKey, Release] | None:
+        """As :meth:`add`, returning ``(key, release)`` so callers know whose release it is."""
+        rec = _unpack(record, "record")
+        key = _key_of(rec, "record")
+        if self._is_assembled(key):
+            return None
+        kind = rec.get("kind")
+        pending = self._pending.get(key)
+        if kind == "header":
+            if pending is not None:
+                if pending.header_raw == record:
+                    return None
+                self._fail(key, "two different headers arrived for it")
+            self._open(key, bytes(record))
+            return None
+        if pending is None:
+            raise ReleaseIncompleteError(
+                f"release {key}: {kind!r} record arrived without its header (the consumer "
+                "started mid-release, or the header was lost)"
+            )
+        if kind == "chunk":
+            index = rec.get("index")
+            if not _is_int(index) or not 0 <= index < pending.header.n_chunks:
+                self._fail(key, f"chunk index ({index!r}) must lie in [0, n_chunks)")
+            held = pending.chunks.get(index)
+            if held is None:
+                pending.chunks[index] = bytes(record)
+            elif held != record:
+                self._fail(key, f"two different versions of chunk {index} arrived")
+            return None
+        if kind != "end":
+            self._fail(key, f"record `kind` ({kind!r}) must be 'header', 'chunk' or 'end'")
+        del self._pending[key]
+        ordered = [pending.chunks[i] for i in sorted(pending.chunks)]
+        try:
+            release = decode_release(
+                [pending.header_raw, *ordered, record], max_depth=self.max_depth
+            )
+        except ReleaseIncompleteError as e:
+            raise ReleaseIncompleteError(f"release {key}: {e}") from None
+        self._mark_assembled(key)
+        return key, release
+
+    def _open(self, key: ReleaseKey, raw: bytes) -> None:
+        try:
+            header = _parse_header(raw, max_depth=self.max_depth)
+        except ReleaseIncompleteError as e:
+            raise ReleaseIncompleteError(f"release {key}: {e}") from None
+        self._pending[key] = _Pending(raw, header)
+        if len(self._pending) > self.max_pending:
+            oldest = next(iter(self._pending))
+            del self._pending[oldest]
+            raise ReleaseIncompleteError(
+                f"release {oldest} evicted incomplete: more than max_pending "
+                f"({self.max_pending}) releases were open at once; raise max_pending"
+            )
+
+    def _fail(self, key: ReleaseKey, reason: str) -> NoReturn:
+        self._pending.pop(key, None)
+        raise ReleaseIncompleteError(f"release {key}: {reason}; the release is discarded")
+
+    def _is_assembled(self, key: ReleaseKey) -> bool:
+        seen = self._seen.get((key.run_id, key.partition))
+        return seen is not None and (key.sequence <= seen.floor or key.sequence in seen.sequences)
+
+    def _mark_assembled(self, key: ReleaseKey) -> None:
+        seen = self._seen.setdefault((key.run_id, key.partition), _Seen())
+        seen.sequences.add(key.sequence)
+        if len(seen.sequences) > 2 * self.remember:
+            ordered = sorted(seen.sequences)
+            seen.floor = max(seen.floor, ordered[-self.remember - 1])
+            seen.sequences = set(ordered[-self.remember :])

@@ -1,0 +1,118 @@
+"""What :class:`~dpsynth.stream.processor.PartitionProcessor` needs of a synthesizer.
+
+Layer: adapter. The commit protocol (skip, replay, decode, feed, produce, commit) does not depend
+on what is synthesized; only five things do, and :class:`Engine` names them: how a batch of raw
+messages becomes valid rows and rejects, how rows are fed, how state is saved, and how a release
+is written to the output topic. Two engines implement it, chosen by ``DPSYNTH_ENGINE``:
+
+- ``points`` (:class:`PointEngine`): the HVZ online synthesizer of points in [0, 1]^d
+  (:class:`~dpsynth.online.synthesizer.OnlineSynthesizer`), records checked by the schema;
+- ``tabular`` (:class:`~dpsynth.stream.tabular_engine.TabularEngine`): paper 003's
+  select-measure-fit synthesizer over a finite domain (:mod:`dpsynth.tabular`), records encoded
+  by the domain.
+
+Both release after every ``release_every`` valid records (one tick, or one time step), which is
+what lets the processor cut a batch at tick boundaries without knowing the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.release.points_v1 import encode_release
+from dpsynth.schema import Schema
+from dpsynth.stream.codecs import BatchResult, split_batch
+from dpsynth.stream.settings import WorkerConfig
+from dpsynth.stream.tabular_engine import open_tabular_engine
+
+
+class Engine(Protocol):
+    """One partition's synthesizer as the commit protocol drives it."""
+
+    release_every: int
+
+    @property
+    def t(self) -> int:
+        """Valid records fed so far (restored with the state)."""
+
+    @property
+    def sequence(self) -> int:
+        """Releases made so far."""
+
+    def split(self, values: Sequence[bytes | None]) -> BatchResult:
+        """Decode raw messages: valid rows in order, rejects with reasons (never values)."""
+
+    def extend(self, rows: np.ndarray) -> list[Any]:
+        """Feed valid rows; return the releases completed (in order)."""
+
+    def snapshot(self) -> bytes:
+        """The state, restorable with the same key (true counts: protect it)."""
+
+    def encode(
+        self, release: Any, *, run_id: str, partition: int, max_chunk_bytes: int
+    ) -> tuple[int, list[bytes]]:
+        """``(sequence, records)`` of one release for the output topic."""
+
+
+class PointEngine:
+    """The point engine: :class:`OnlineSynthesizer` fed with schema-checked points."""
+
+    def __init__(self, synth: OnlineSynthesizer, schema: Schema) -> None:
+        self.synth = synth
+        self.schema = schema
+        self.release_every = synth.release_every
+
+    @property
+    def t(self) -> int:
+        """Valid records fed so far."""
+        return self.synth.t
+
+    @property
+    def sequence(self) -> int:
+        """Releases made so far."""
+        return self.synth.sequence
+
+    def split(self, values: Sequence[bytes | None]) -> BatchResult:
+        """Schema check of every record of the batch (clipping counted, NaN rejected)."""
+        return split_batch(self.schema, values)
+
+    def extend(self, rows: np.ndarray) -> list[Any]:
+        """Feed points (n×d); a release at every multiple of ``release_every``."""
+        return list(self.synth.extend(rows))
+
+    def snapshot(self) -> bytes:
+        """The synthesizer's snapshot."""
+        return self.synth.snapshot()
+
+    def encode(
+        self, release: Any, *, run_id: str, partition: int, max_chunk_bytes: int
+    ) -> tuple[int, list[bytes]]:
+        """Release format 1 records (:mod:`dpsynth.release.points_v1`)."""
+        sequence = int(release.metadata["sequence"])
+        return sequence, encode_release(
+            release, run_id=run_id, partition=partition, sequence=sequence,
+            max_chunk_bytes=max_chunk_bytes,
+        )
+
+
+def open_engine(config: WorkerConfig, partition: int, snapshot: bytes | None) -> Engine:
+    """A new engine for ``partition`` (``snapshot`` None) or the one restored from a snapshot.
+
+    The caller has checked that the stored state was built with this configuration.
+    """
+    key = config.noise_key.reveal()
+    if config.engine == "tabular":
+        return open_tabular_engine(config, partition, snapshot)
+    assert config.schema is not None  # load_config requires it for the point engine
+    if snapshot is None:
+        synth = OnlineSynthesizer(
+            config.d, config.epsilon, key, config.release_every, config.schedule,
+            max_depth=config.max_depth, partition=partition, neighbours=config.neighbours,
+        )
+    else:
+        synth = OnlineSynthesizer.restore(snapshot, key)
+    return PointEngine(synth, config.schema)

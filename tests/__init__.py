@@ -1,0 +1,1 @@
+"""dpsynth tests (a package, so that tests.support and the folders import by full name)."""

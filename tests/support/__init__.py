@@ -1,0 +1,1 @@
+"""Kits only dpsynth's own tests use (never shipped in the package)."""

@@ -1,0 +1,146 @@
+"""The embedded engine's releases for comparison with the worker's, and an in-memory sink.
+
+Our own tests' kit (not shipped): what the worker must reproduce byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.release.model import Release
+from dpsynth.release.points_v1 import (
+    DEFAULT_MAX_CHUNK_BYTES,
+    ReleaseAssembler,
+    decode_release,
+    encode_release,
+)
+from dpsynth.testing.kafka import TEST_KEY_HEX, TopicRecord
+
+
+def embedded_release_records(
+    points: np.ndarray,
+    *,
+    key_hex: str = TEST_KEY_HEX,
+    epsilon: float,
+    release_every: int,
+    max_depth: int,
+    run_id: str,
+    partition: int,
+    max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+    schedule: str | None = None,
+    neighbours: str = "replace",
+) -> dict[int, list[bytes]]:
+    """sequence → encoded records of every release the embedded engine makes on ``points``.
+
+    ``schedule`` None: the synthesizer's default, as the worker without DPSYNTH_SCHEDULE.
+    """
+    extra: dict[str, Any] = {"neighbours": neighbours}
+    if schedule is not None:
+        extra["schedule"] = schedule
+    synth = OnlineSynthesizer(
+        points.shape[1], epsilon, bytes.fromhex(key_hex), release_every,
+        max_depth=max_depth, partition=partition, **extra,
+    )
+    out = {}
+    for release in synth.extend(points):
+        sequence = int(release.metadata["sequence"])
+        out[sequence] = encode_release(
+            release, run_id=run_id, partition=partition, sequence=sequence,
+            max_chunk_bytes=max_chunk_bytes,
+        )
+    return out
+
+
+class MemorySink:
+    """A :class:`~dpsynth.stream.processor.Sink` in memory: ``send`` queues, ``flush`` delivers.
+
+    ``fail = True`` makes the next flush drop the queue and raise, as an unreachable broker;
+    :meth:`crash` drops what was queued but not flushed, as a killed process.
+    """
+
+    def __init__(self) -> None:
+        self.delivered: dict[str, list[tuple[bytes, bytes]]] = {}
+        self.queued: list[tuple[str, bytes, bytes]] = []
+        self.fail = False
+
+    def send(self, topic: str, key: bytes, value: bytes) -> None:
+        """Queue one record."""
+        self.queued.append((topic, key, value))
+
+    def flush(self) -> None:
+        """Deliver the queue (or lose it and raise OSError when ``fail`` is set)."""
+        if self.fail:
+            self.queued = []
+            raise OSError("broker unreachable")
+        for topic, key, value in self.queued:
+            self.delivered.setdefault(topic, []).append((key, value))
+        self.queued = []
+
+    def crash(self) -> None:
+        """A crash loses what was queued but not flushed."""
+        self.queued = []
+
+    def records(self, topic: str) -> list[TopicRecord]:
+        """The delivered records of ``topic`` as if read back from partition 0."""
+        return [TopicRecord(0, i, k, v) for i, (k, v) in enumerate(self.delivered.get(topic, []))]
+
+
+def check_release_record(
+    r: TopicRecord, expected_sets: dict[tuple[int, int], set[bytes]], run_id: str
+) -> tuple[int, int]:
+    """Assert one synthetic-topic record belongs to ``run_id`` and equals, byte for byte, a
+    record of the embedded release its key names; returns that (partition, sequence)."""
+    assert r.key is not None and r.value is not None, f"record {r.offset} has no key/value"
+    run, partition, sequence = r.key.decode().rsplit("/", 2)
+    slot = (int(partition), int(sequence))
+    assert run == run_id, f"record of another run {run!r}"
+    assert slot in expected_sets, f"unexpected release {slot} at {r.partition}:{r.offset}"
+    assert r.value in expected_sets[slot], (
+        f"record at {r.partition}:{r.offset} of release {slot} differs from the embedded "
+        "engine's (a differently-noised or corrupt duplicate)"
+    )
+    return slot
+
+
+def check_against_embedded(
+    records: list[TopicRecord], expected: Mapping[tuple[int, int], list[bytes]], run_id: str
+) -> dict[str, int]:
+    """Check a synthetic topic against the embedded engine's encoded releases.
+
+    ``expected`` maps (input partition, sequence) → the embedded release's records. Asserts:
+    every record on the topic is byte-identical to a record of the expected release its key
+    names (so a duplicate is a byte-identical copy); reassembling the topic in order yields
+    every expected release exactly once and nothing else. Returns counts (records, duplicates).
+    """
+    expected_sets = {k: set(v) for k, v in expected.items()}
+    seen: dict[bytes, int] = {}
+    for r in records:
+        check_release_record(r, expected_sets, run_id)
+        seen[r.value] = seen.get(r.value, 0) + 1
+    assembler = ReleaseAssembler()
+    got: dict[tuple[int, int], Release] = {}
+    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
+        try:
+            done = assembler.add_keyed(r.value)
+        except ValueError:
+            continue  # a partial release before a retry (mid-release crash), rejected
+        if done is not None:
+            key, release = done
+            slot = (key.partition, key.sequence)
+            assert slot not in got, f"release {slot} assembled twice"
+            got[slot] = release
+    assert sorted(got) == sorted(expected), (
+        f"releases assembled {len(got)} != expected {len(expected)}; missing "
+        f"{sorted(set(expected) - set(got))[:5]}, extra {sorted(set(got) - set(expected))[:5]}"
+    )
+    for slot, release in got.items():
+        assert release == decode_release(expected[slot]), f"release {slot} differs"
+    return {
+        "records": len(records),
+        "duplicates": sum(n - 1 for n in seen.values()),
+        "releases": len(got),
+    }
