@@ -39,7 +39,7 @@ from dpsynth.errors import BudgetExceededError, ConfigError, DpsynthError
 from dpsynth.noise import KeyedNoise
 from dpsynth.offline.pmm import pmm_synthesize
 from dpsynth.online.synthesizer import OnlineSynthesizer
-from dpsynth.release.model import Release
+from dpsynth.release import Release
 from dpsynth.schema import Column, Schema
 
 __all__ = [

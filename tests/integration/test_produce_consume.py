@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from benchmarks.accuracy import drifting_blobs
 from dpsynth.cli.io import consume, produce
 from dpsynth.online.synthesizer import OnlineSynthesizer
-from dpsynth.release.points_v1 import encode_release
+from dpsynth.release import encode_release
 from dpsynth.schema import Schema
 from dpsynth.stream.codecs import release_record_key
 from dpsynth.testing.kafka import create_topics

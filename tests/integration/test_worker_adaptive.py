@@ -14,7 +14,7 @@ import signal
 import numpy as np
 import pytest
 
-from dpsynth.release.points_v1 import decode_release
+from dpsynth.release import decode_release
 from dpsynth.testing.kafka import (
     WorkerProcess,
     create_topics,

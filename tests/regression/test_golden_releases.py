@@ -23,7 +23,7 @@ from dpsynth.offline.lowdim import lowdim_synthesize
 from dpsynth.offline.pmm import pmm_synthesize
 from dpsynth.offline.psmm import psmm_synthesize
 from dpsynth.online.synthesizer import OnlineSynthesizer
-from dpsynth.release.points_v1 import encode_release
+from dpsynth.release import encode_release
 from dpsynth.tabular import Domain, TabularSynthesizer, encode_tabular_release
 
 GOLDEN = Path(__file__).with_name("golden_releases.json")

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from dpsynth.online.synthesizer import OnlineSynthesizer
-from dpsynth.release.model import Release
-from dpsynth.release.points_v1 import (
+from dpsynth.release import (
     DEFAULT_MAX_CHUNK_BYTES,
+    Release,
     ReleaseAssembler,
     decode_release,
     encode_release,

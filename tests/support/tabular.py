@@ -22,8 +22,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from dpsynth.release.points_v1 import DEFAULT_MAX_CHUNK_BYTES
-from dpsynth.release.tabular_v1 import decode_tabular_release, encode_tabular_release
+from dpsynth.release import DEFAULT_MAX_CHUNK_BYTES, decode_tabular_release, encode_tabular_release
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.synthesizer import TabularSynthesizer
 from dpsynth.testing.kafka import TEST_KEY_HEX, TopicRecord, Topics, worker_env

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from dpsynth.cli import DEMO_KEY, KEY_ENV, KEY_FILE_ENV, main
 from dpsynth.cli.demo import CSV_COLUMNS, tick_sizes
 from dpsynth.clock import TickClock
-from dpsynth.release.points_v1 import read_release_file
+from dpsynth.release import read_release_file
 
 SECRET_HEX = "5e" * 16 + "c4" * 16  # a stand-in private key; must never appear in any output
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from dpsynth.cli import KEY_ENV, KEY_FILE_ENV, main
 from dpsynth.offline.pmm import pmm_synthesize
 from dpsynth.offline.psmm import psmm_synthesize
-from dpsynth.release.points_v1 import read_release_file
+from dpsynth.release import read_release_file
 from dpsynth.schema import Schema
 
 SECRET_HEX = "5e" * 16 + "c4" * 16

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from dpsynth.errors import ConfigError, DpsynthError
-from dpsynth.release.model import Release
-from dpsynth.release.points_v1 import (
+from dpsynth.release import (
+    Release,
     ReleaseAssembler,
     ReleaseIncompleteError,
     ReleaseKey,

@@ -8,7 +8,7 @@ import pytest
 
 from dpsynth.client.consumer import ReleaseTracker
 from dpsynth.online.synthesizer import OnlineSynthesizer
-from dpsynth.release.points_v1 import encode_release
+from dpsynth.release import encode_release
 from dpsynth.schema import Column, Schema
 
 KEY = bytes(range(32))

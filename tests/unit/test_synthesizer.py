@@ -12,7 +12,7 @@ from dpsynth.clock import level_of, level_start
 from dpsynth.consistency import make_consistent
 from dpsynth.errors import BudgetExceededError, ConfigError, SchemaError, StateCorruptError
 from dpsynth.online.synthesizer import OnlineSynthesizer
-from dpsynth.release.model import Release
+from dpsynth.release import Release
 from dpsynth.tree import route
 
 KEY = bytes(range(32))
@@ -188,7 +188,7 @@ def test_epsilon_below_one_releases_uniform_root_before_t0() -> None:
 
 
 def test_P2_replay_gives_byte_identical_encoded_releases() -> None:
-    from dpsynth.release.points_v1 import decode_release, encode_release
+    from dpsynth.release import decode_release, encode_release
 
     x = blobs(1200, 2, 8)
     encoded = []

@@ -35,8 +35,7 @@ from dpsynth.noise import KeyedNoise
 from dpsynth.offline.lowdim import lowdim_release
 from dpsynth.offline.pmm import pmm_leaves
 from dpsynth.offline.psmm import psmm_measure
-from dpsynth.release.model import RELEASE_SCHEMA_VERSION, Release
-from dpsynth.release.points_v1 import encode_release, write_release_file
+from dpsynth.release import RELEASE_SCHEMA_VERSION, Release, encode_release, write_release_file
 from dpsynth.schema import Schema
 
 METHODS = ("pmm", "psmm", "lowdim")

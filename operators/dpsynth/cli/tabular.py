@@ -21,7 +21,7 @@ from rich.progress import Progress
 
 from dpsynth.cli.errors import fail_on_dpsynth_error
 from dpsynth.datasets import DATA_DIR_ENV, adult_dir, load_adult, make_stream
-from dpsynth.release.tabular_v1 import encode_tabular_release
+from dpsynth.release import encode_tabular_release
 from dpsynth.tabular.counters import COUNTERS
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.metrics import METRICS, summarise, workload_errors
@@ -89,7 +89,7 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
         max_steps: int | None, write_every: int, out: Path) -> None:
     """Stream a table through the synthesizer; write releases, errors and a plot."""
     from dpsynth.cli.common import print_key, resolve_key
-    from dpsynth.release.points_v1 import write_release_file
+    from dpsynth.release import write_release_file
 
     console = Console()
     if data is None:

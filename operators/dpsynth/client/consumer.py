@@ -34,9 +34,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dpsynth.release.model import Release
-from dpsynth.release.points_v1 import (
+from dpsynth.release import (
     MAX_DECODE_DEPTH,
+    Release,
     ReleaseAssembler,
     ReleaseIncompleteError,
     ReleaseKey,
@@ -61,7 +61,7 @@ class ReleaseTracker:
     Keeps the latest release per (run, input partition) and merges them. Feed it records in
     topic-partition order (any interleaving of partitions).
 
-    >>> from dpsynth.release.points_v1 import encode_release
+    >>> from dpsynth.release import (encode_release)
     >>> r = Release(t=2, depth=1, leaf_counts=np.array([1, 1]), metadata={"d": 1})
     >>> records = encode_release(r, run_id="run", partition=0, sequence=1)
     >>> tracker = ReleaseTracker()

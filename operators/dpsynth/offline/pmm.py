@@ -22,7 +22,7 @@ from dpsynth._types import CellIds, Counts, Points
 from dpsynth.consistency import make_consistent
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, encode_context
-from dpsynth.release.model import place_points
+from dpsynth.release import place_points
 from dpsynth.tree import route, validate_points
 
 NEIGHBOURS = ("add_remove", "replace")

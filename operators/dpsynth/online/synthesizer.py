@@ -39,7 +39,7 @@ from dpsynth.online.blocks import (
     BlockEngine,
     block_budget,
 )
-from dpsynth.release.model import PLACEMENTS, RELEASE_SCHEMA_VERSION, Release
+from dpsynth.release import PLACEMENTS, RELEASE_SCHEMA_VERSION, Release
 from dpsynth.state import pack_state, unpack_state
 from dpsynth.tree import MAX_TREE_DEPTH, route, validate_points
 

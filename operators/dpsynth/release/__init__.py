@@ -2,24 +2,28 @@
 
 Layer: core (msgpack only). :mod:`~dpsynth.release.model` — :class:`Release` (consistent leaf
 counts and a public placement seed) and placement; :mod:`~dpsynth.release.points_v1` — release
-format v1 (header, bounded chunks, checksummed end) and its assembler;
+format v1 (header, bounded chunks, checksummed end); :mod:`~dpsynth.release.framing` — the
+envelope all formats share; :mod:`~dpsynth.release.assembler` — reassembly from a topic;
+:mod:`~dpsynth.release.files` — release files;
 :mod:`~dpsynth.release.tabular_v1` — synthetic tables (``tabular.v1``).
 """
 
 from __future__ import annotations
 
-from dpsynth.release.model import PLACEMENTS, RELEASE_SCHEMA_VERSION, Release, place_points
-from dpsynth.release.points_v1 import (
+from dpsynth.release.assembler import ReleaseAssembler
+from dpsynth.release.files import read_release_file, read_release_records, write_release_file
+from dpsynth.release.framing import (
     DEFAULT_MAX_CHUNK_BYTES,
-    ReleaseAssembler,
     ReleaseIncompleteError,
     ReleaseKey,
+    release_key,
+)
+from dpsynth.release.model import PLACEMENTS, RELEASE_SCHEMA_VERSION, Release, place_points
+from dpsynth.release.points_v1 import (
+    FORMAT_VERSION,
+    MAX_DECODE_DEPTH,
     decode_release,
     encode_release,
-    read_release_file,
-    read_release_records,
-    release_key,
-    write_release_file,
 )
 from dpsynth.release.tabular_v1 import (
     TabularRelease,
@@ -28,7 +32,8 @@ from dpsynth.release.tabular_v1 import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_CHUNK_BYTES", "PLACEMENTS", "RELEASE_SCHEMA_VERSION", "Release",
+    "DEFAULT_MAX_CHUNK_BYTES", "FORMAT_VERSION", "MAX_DECODE_DEPTH", "PLACEMENTS",
+    "RELEASE_SCHEMA_VERSION", "Release",
     "ReleaseAssembler", "ReleaseIncompleteError", "ReleaseKey", "TabularRelease",
     "decode_release", "decode_tabular_release", "encode_release", "encode_tabular_release",
     "place_points", "read_release_file", "read_release_records", "release_key",

@@ -10,14 +10,17 @@ reveals nothing about the noise key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from dpsynth._types import Counts, Points
+from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
-from dpsynth.tree import leaf_bounds
+from dpsynth.release.framing import is_int
+from dpsynth.tree import MAX_TREE_DEPTH, leaf_bounds
 
 #: Version of the release layout (metadata keys, Morton leaf order, placement rule).
 RELEASE_SCHEMA_VERSION = 1
@@ -111,3 +114,29 @@ class Release:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def check_release(release: Release) -> tuple[np.ndarray, int]:
+    """The release's leaf counts as int64 and its dimension, or ConfigError (before encoding)."""
+    if not isinstance(release, Release):
+        raise ConfigError(f"release ({type(release).__name__}) must be a dpsynth Release")
+    depth, t = release.depth, release.t
+    if not is_int(depth) or not 0 <= depth <= MAX_TREE_DEPTH:
+        raise ConfigError(f"release depth ({depth!r}) must be an integer in [0, 63]")
+    if not is_int(t) or t < 0:
+        raise ConfigError(f"release t ({t!r}) must be an integer >= 0")
+    d = release.metadata.get("d") if isinstance(release.metadata, Mapping) else None
+    if not is_int(d) or d < 1:
+        raise ConfigError(f"release metadata 'd' ({d!r}) must be an integer >= 1")
+    if not isinstance(release.placement_seed, bytes | bytearray):
+        raise ConfigError("release placement_seed must be bytes")
+    counts = np.asarray(release.leaf_counts)
+    if counts.shape != (1 << depth,) or counts.dtype.kind not in "iu":
+        raise ConfigError(
+            f"release leaf_counts (shape {counts.shape}, dtype {counts.dtype}) must be "
+            f"2^depth = {1 << depth} integers"
+        )
+    if counts.size and (counts.min() < 0 or int(counts.sum(dtype=np.uint64)) != t):
+        # privacy: the message names t only, never a count
+        raise ConfigError(f"release leaf_counts must be non-negative and sum to t ({t})")
+    return counts.astype(np.int64), int(d)

@@ -20,7 +20,7 @@ consumer sees them. Error messages name record positions, chunk indices, cells a
 count (STYLE §3.6).
 
 >>> import numpy as np
->>> from dpsynth.release.model import Release
+>>> from dpsynth.release.model import Release, check_release
 >>> release = Release(t=3, depth=2, leaf_counts=np.array([2, 0, 1, 0]), metadata={"d": 2})
 >>> records = encode_release(release, run_id="demo", partition=0, sequence=7)
 >>> [len(r) > 0 for r in records], decode_release(records) == release
@@ -32,23 +32,31 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, NoReturn
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
-import msgpack
 import numpy as np
 
-from dpsynth.errors import ConfigError, DpsynthError
-from dpsynth.release.model import Release
+from dpsynth.errors import ConfigError
+from dpsynth.release.framing import (
+    DEFAULT_MAX_CHUNK_BYTES,
+    ReleaseIncompleteError,
+    ReleaseKey,
+    canonical,
+    check_identity,
+    check_keys,
+    is_int,
+    key_of,
+    pack,
+    unpack,
+)
+from dpsynth.release.model import Release, check_release
 
 #: Version of the record layout; a reader refuses any other.
 FORMAT_VERSION = 1
 #: The leaf encoding of format 1: non-zero leaves only, as (cells, counts) arrays.
 LEAF_ENCODING = "sparse"
-#: Default bound on every record: a quarter of Kafka's default 1 MB message limit.
-DEFAULT_MAX_CHUNK_BYTES = 256_000
 #: Deepest release decoded by default: 2^32 leaves are 32 GiB of int64 counts.
 MAX_DECODE_DEPTH = 32
 _MAX_TREE_DEPTH = 63
@@ -73,88 +81,9 @@ _CHUNK_KEYS = frozenset(("kind", "run_id", "partition", "sequence", "index", "ce
 _END_KEYS = frozenset(("kind", "run_id", "partition", "sequence", "n_chunks", "sha256"))
 
 
-class ReleaseIncompleteError(DpsynthError, ValueError):
-    """A release's records are missing, duplicated, out of order, mixed or corrupt."""
-
-
-class ReleaseKey(NamedTuple):
-    """Identity of one release on the wire: the run, the input partition and the sequence."""
-
-    run_id: str
-    partition: int
-    sequence: int
-
-
-# ---- helpers -----------------------------------------------------------------------------
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-
 def _cell_dtype(depth: int) -> np.dtype:
     """Little-endian uint32 cells up to depth 32, uint64 beyond."""
     return np.dtype("<u4") if depth <= 32 else np.dtype("<u8")
-
-
-def _canonical(value: Any, where: str) -> Any:
-    """Metadata in canonical msgpack form: str keys sorted, tuples as lists, numpy as Python."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if value is None or isinstance(value, bool | int | float | str | bytes):
-        return value
-    if isinstance(value, Mapping):
-        for key in value:
-            if not isinstance(key, str):
-                raise ConfigError(f"{where} key ({key!r}) must be a str")
-        return {k: _canonical(value[k], f"{where}[{k!r}]") for k in sorted(value)}
-    if isinstance(value, list | tuple):
-        return [_canonical(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    raise ConfigError(
-        f"{where} ({type(value).__name__}) must be None, bool, int, float, str, bytes, "
-        "a list or a str-keyed dict"
-    )
-
-
-def _pack(obj: dict[str, Any]) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
-
-
-def _unpack(raw: object, where: str) -> dict[str, Any]:
-    """Decode one record into a dict, or raise ReleaseIncompleteError."""
-    if not isinstance(raw, bytes | bytearray | memoryview):
-        raise ReleaseIncompleteError(f"{where} ({type(raw).__name__}) must be bytes")
-    try:
-        obj = msgpack.unpackb(raw, raw=False, strict_map_key=True)
-    except (ValueError, TypeError, msgpack.UnpackException):
-        raise ReleaseIncompleteError(f"{where} cannot be decoded as one msgpack map") from None
-    if not isinstance(obj, dict):
-        raise ReleaseIncompleteError(f"{where} must be a msgpack map")
-    return obj
-
-
-def _key_of(rec: dict[str, Any], where: str) -> ReleaseKey:
-    run_id, partition, sequence = rec.get("run_id"), rec.get("partition"), rec.get("sequence")
-    if not isinstance(run_id, str) or not run_id:
-        raise ReleaseIncompleteError(f"{where}: `run_id` must be a non-empty string")
-    for name, value in (("partition", partition), ("sequence", sequence)):
-        if not _is_int(value) or value < 0:
-            raise ReleaseIncompleteError(f"{where}: `{name}` must be an integer >= 0")
-    return ReleaseKey(run_id, partition, sequence)
-
-
-def _check_keys(rec: dict[str, Any], expected: frozenset[str], where: str) -> None:
-    if set(rec) != expected:
-        missing, extra = sorted(expected - set(rec)), sorted(set(rec) - expected)
-        raise ReleaseIncompleteError(
-            f"{where}: keys must be exactly those of format {FORMAT_VERSION} "
-            f"(missing {missing}, unknown {extra})"
-        )
-
-
-def release_key(record: bytes) -> ReleaseKey:
-    """The (run_id, partition, sequence) of any record of a release (header, chunk or end)."""
-    return _key_of(_unpack(record, "record"), "record")
 
 
 # ---- writer ------------------------------------------------------------------------------
@@ -190,10 +119,10 @@ def encode_release(
     ConfigError
         If the identity or the release is invalid, or a record cannot fit ``max_chunk_bytes``.
     """
-    _check_identity(ReleaseKey(run_id, partition, sequence))
+    check_identity(ReleaseKey(run_id, partition, sequence))
     partition, sequence = int(partition), int(sequence)
-    counts, d = _check_release(release)
-    if not _is_int(max_chunk_bytes) or max_chunk_bytes <= 0:
+    counts, d = check_release(release)
+    if not is_int(max_chunk_bytes) or max_chunk_bytes <= 0:
         raise ConfigError(f"max_chunk_bytes ({max_chunk_bytes!r}) must be an integer > 0")
     cells = np.flatnonzero(counts)
     cell_dtype = _cell_dtype(release.depth)
@@ -210,12 +139,12 @@ def encode_release(
         "t": int(release.t),
         "depth": int(release.depth),
         "d": d,
-        "metadata": _canonical(release.metadata, "release metadata"),
+        "metadata": canonical(release.metadata, "release metadata"),
         "placement_seed": bytes(release.placement_seed),
         "n_chunks": n_chunks,
         "leaf_encoding": LEAF_ENCODING,
     }
-    records = [_pack(header)]
+    records = [pack(header)]
     for index in range(n_chunks):
         part = slice(index * per_chunk, (index + 1) * per_chunk)
         chunk = {
@@ -225,9 +154,9 @@ def encode_release(
             "cells": cells[part].tobytes(),
             "counts": values[part].tobytes(),
         }
-        records.append(_pack(chunk))
+        records.append(pack(chunk))
     digest = hashlib.sha256(b"".join(records)).hexdigest()
-    records.append(_pack({"kind": "end", **ident, "n_chunks": n_chunks, "sha256": digest}))
+    records.append(pack({"kind": "end", **ident, "n_chunks": n_chunks, "sha256": digest}))
     for position, record in enumerate(records):
         if len(record) > max_chunk_bytes:
             raise ConfigError(
@@ -241,48 +170,13 @@ def _chunk_capacity(ident: dict[str, Any], n_cells: int, width: int, max_chunk_b
     """Leaves per chunk so that every chunk record fits in ``max_chunk_bytes``."""
     # overhead with empty payloads and the widest index, plus room for two bin32 length headers
     empty = {"kind": "chunk", **ident, "index": max(n_cells, 1), "cells": b"", "counts": b""}
-    per_chunk = (max_chunk_bytes - len(_pack(empty)) - 6) // (width + 8)
+    per_chunk = (max_chunk_bytes - len(pack(empty)) - 6) // (width + 8)
     if n_cells and per_chunk < 1:
         raise ConfigError(
             f"max_chunk_bytes ({max_chunk_bytes}) must leave room for at least one leaf per chunk"
             "; raise it"
         )
     return max(per_chunk, 1)
-
-
-def _check_identity(key: ReleaseKey) -> None:
-    if not isinstance(key.run_id, str) or not key.run_id:
-        raise ConfigError(f"run_id ({key.run_id!r}) must be a non-empty string")
-    for name in ("partition", "sequence"):
-        value = getattr(key, name)
-        if not _is_int(value) or value < 0:
-            raise ConfigError(f"{name} ({value!r}) must be an integer >= 0")
-
-
-def _check_release(release: Release) -> tuple[np.ndarray, int]:
-    """The release's leaf counts as int64 and its dimension, or ConfigError."""
-    if not isinstance(release, Release):
-        raise ConfigError(f"release ({type(release).__name__}) must be a dpsynth Release")
-    depth, t = release.depth, release.t
-    if not _is_int(depth) or not 0 <= depth <= _MAX_TREE_DEPTH:
-        raise ConfigError(f"release depth ({depth!r}) must be an integer in [0, 63]")
-    if not _is_int(t) or t < 0:
-        raise ConfigError(f"release t ({t!r}) must be an integer >= 0")
-    d = release.metadata.get("d") if isinstance(release.metadata, Mapping) else None
-    if not _is_int(d) or d < 1:
-        raise ConfigError(f"release metadata 'd' ({d!r}) must be an integer >= 1")
-    if not isinstance(release.placement_seed, bytes | bytearray):
-        raise ConfigError("release placement_seed must be bytes")
-    counts = np.asarray(release.leaf_counts)
-    if counts.shape != (1 << depth,) or counts.dtype.kind not in "iu":
-        raise ConfigError(
-            f"release leaf_counts (shape {counts.shape}, dtype {counts.dtype}) must be "
-            f"2^depth = {1 << depth} integers"
-        )
-    if counts.size and (counts.min() < 0 or int(counts.sum(dtype=np.uint64)) != t):
-        # privacy: the message names t only, never a count
-        raise ConfigError(f"release leaf_counts must be non-negative and sum to t ({t})")
-    return counts.astype(np.int64), int(d)
 
 
 # ---- reader ------------------------------------------------------------------------------
@@ -300,13 +194,13 @@ class _Header:
 
 
 def _parse_header(raw: bytes, *, max_depth: int) -> _Header:
-    rec = _unpack(raw, "record 0")
+    rec = unpack(raw, "record 0")
     if rec.get("kind") != "header":
         raise ReleaseIncompleteError(
             f"record 0 (kind {rec.get('kind')!r}) must be the header: a release starts with "
             "its header record (truncated at the front?)"
         )
-    _check_keys(rec, _HEADER_KEYS, "header")
+    check_keys(rec, _HEADER_KEYS, "header")
     if rec["format"] != FORMAT_VERSION or isinstance(rec["format"], bool):
         raise ReleaseIncompleteError(
             f"header `format` ({rec['format']!r}) must be {FORMAT_VERSION}: this dpsynth reads "
@@ -316,15 +210,15 @@ def _parse_header(raw: bytes, *, max_depth: int) -> _Header:
         raise ReleaseIncompleteError(
             f"header `leaf_encoding` ({rec['leaf_encoding']!r}) must be {LEAF_ENCODING!r}"
         )
-    key = _key_of(rec, "header")
+    key = key_of(rec, "header")
     depth, t, d, n_chunks = rec["depth"], rec["t"], rec["d"], rec["n_chunks"]
-    if not _is_int(depth) or not 0 <= depth <= min(max_depth, _MAX_TREE_DEPTH):
+    if not is_int(depth) or not 0 <= depth <= min(max_depth, _MAX_TREE_DEPTH):
         raise ReleaseIncompleteError(
             f"header `depth` ({depth!r}) must be an integer in [0, {max_depth}]; "
             "raise max_depth to decode deeper releases"
         )
     for name, value, low in (("t", t, 0), ("d", d, 1), ("n_chunks", n_chunks, 0)):
-        if not _is_int(value) or value < low:
+        if not is_int(value) or value < low:
             raise ReleaseIncompleteError(f"header `{name}` must be an integer >= {low}")
     if n_chunks > 1 << depth:
         raise ReleaseIncompleteError(
@@ -390,7 +284,7 @@ def decode_release(records: Iterable[bytes], *, max_depth: int = MAX_DECODE_DEPT
     reader = _Reader(_parse_header(raw_header, max_depth=max_depth), raw_header)
     for position, raw in enumerate(it, start=1):
         where = f"record {position}"
-        rec = _unpack(raw, where)
+        rec = unpack(raw, where)
         kind = rec.get("kind")
         if kind == "header":
             raise ReleaseIncompleteError(
@@ -401,9 +295,9 @@ def decode_release(records: Iterable[bytes], *, max_depth: int = MAX_DECODE_DEPT
             raise ReleaseIncompleteError(
                 f"{where} `kind` ({kind!r}) must be 'header', 'chunk' or 'end'"
             )
-        if _key_of(rec, where) != reader.header.key:
+        if key_of(rec, where) != reader.header.key:
             raise ReleaseIncompleteError(
-                f"{where} belongs to {_key_of(rec, where)}, not to {reader.header.key} whose "
+                f"{where} belongs to {key_of(rec, where)}, not to {reader.header.key} whose "
                 "header came first: records of different releases are mixed (use ReleaseAssembler)"
             )
         if kind == "chunk":
@@ -432,9 +326,9 @@ class _Reader:
 
     def chunk(self, rec: dict[str, Any], raw: bytes, where: str) -> None:
         """Check one chunk's place in the sequence and its contents, and add its leaves."""
-        _check_keys(rec, _CHUNK_KEYS, where)
+        check_keys(rec, _CHUNK_KEYS, where)
         index, n_chunks = rec["index"], self.header.n_chunks
-        if not _is_int(index):
+        if not is_int(index):
             raise ReleaseIncompleteError(f"{where}: chunk `index` must be an integer")
         if index < self.expected:
             raise ReleaseIncompleteError(f"chunk {index} appears twice ({where})")
@@ -455,7 +349,7 @@ class _Reader:
 
     def end(self, rec: dict[str, Any], where: str) -> Release:
         """Check the end record, the checksum and the sum; return the release."""
-        _check_keys(rec, _END_KEYS, where)
+        check_keys(rec, _END_KEYS, where)
         header = self.header
         if self.expected != header.n_chunks or rec["n_chunks"] != header.n_chunks:
             raise ReleaseIncompleteError(
@@ -476,198 +370,3 @@ class _Reader:
             metadata=header.metadata,
             placement_seed=header.placement_seed,
         )
-
-
-# ---- files -------------------------------------------------------------------------------
-
-
-def write_release_file(path: str | os.PathLike[str], records: Iterable[bytes]) -> None:
-    """Write records to one file, each prefixed by its length (4 bytes, big-endian).
-
-    The file is written to a temporary name and renamed, so readers never see half a release.
-    """
-    parts = []
-    for position, record in enumerate(records):
-        if not isinstance(record, bytes | bytearray):
-            raise ConfigError(f"record {position} ({type(record).__name__}) must be bytes")
-        if len(record) >= 1 << 32:
-            raise ConfigError(f"record {position} ({len(record)} bytes) must be below 4 GiB")
-        parts += [len(record).to_bytes(4, "big"), bytes(record)]
-    target = os.fspath(path)
-    tmp = f"{target}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(b"".join(parts))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
-
-
-def read_release_records(path: str | os.PathLike[str]) -> list[bytes]:
-    """The length-prefixed records of a release file, without decoding them."""
-    with open(path, "rb") as f:
-        data = f.read()
-    records, offset = [], 0
-    while offset < len(data):
-        if offset + 4 > len(data):
-            raise ReleaseIncompleteError(
-                f"release file {os.fspath(path)!r} ends inside a length prefix: truncated"
-            )
-        size = int.from_bytes(data[offset : offset + 4], "big")
-        if offset + 4 + size > len(data):
-            raise ReleaseIncompleteError(
-                f"release file {os.fspath(path)!r}: record {len(records)} ({size} bytes) "
-                "runs past the end of the file: truncated"
-            )
-        records.append(data[offset + 4 : offset + 4 + size])
-        offset += 4 + size
-    return records
-
-
-def read_release_file(
-    path: str | os.PathLike[str], *, max_depth: int = MAX_DECODE_DEPTH
-) -> Release:
-    """Read and decode the one release of a file written by :func:`write_release_file`."""
-    return decode_release(read_release_records(path), max_depth=max_depth)
-
-
-# ---- consumer side -----------------------------------------------------------------------
-
-
-@dataclass
-class _Pending:
-    header_raw: bytes
-    header: _Header
-    chunks: dict[int, bytes] = field(default_factory=dict)
-
-
-@dataclass
-class _Seen:
-    floor: int = -1  # every sequence <= floor counts as assembled
-    sequences: set[int] = field(default_factory=set)
-
-
-class ReleaseAssembler:
-    """Reassemble releases from records of many releases interleaved, as a consumer sees them.
-
-    Records are grouped by (run_id, partition, sequence). Policy:
-
-    - An end record completes its release: ``add`` returns the :class:`Release` (checked as
-      by :func:`decode_release`), exactly once per key.
-    - Any record of an already assembled key is dropped silently (``None``): retried releases
-      are byte-identical (DESIGN §3), so a re-delivery is a duplicate. A byte-identical copy of
-      a record already held for a pending release is dropped too (at-least-once delivery).
-    - A corrupt release raises :class:`ReleaseIncompleteError` and is discarded, so a later
-      complete retry can still be assembled: a record that cannot be decoded, a chunk or end
-      without its header (the consumer started mid-release, or the header was lost), two
-      different versions of the same header or chunk, missing chunks at the end record, a bad
-      checksum or an inconsistent sum. The assembler stays usable after raising.
-    - At most ``max_pending`` releases may be open; a header beyond that evicts the oldest open
-      release, which is reported by raising (the new header itself is kept).
-    - Per (run_id, partition) the last ``remember`` assembled sequences are kept; older
-      sequences (replays of the distant past) count as assembled and are dropped.
-
-    >>> import numpy as np
-    >>> from dpsynth.release.model import Release
-    >>> a = Release(t=1, depth=1, leaf_counts=np.array([0, 1]), metadata={"d": 1})
-    >>> ra = encode_release(a, run_id="r", partition=0, sequence=1)
-    >>> rb = encode_release(a, run_id="r", partition=1, sequence=1)
-    >>> asm = ReleaseAssembler()
-    >>> out = [asm.add(r) for r in (ra[0], rb[0], ra[1], rb[1], ra[2], rb[2], *ra)]
-    >>> [o is not None for o in out]
-    [False, False, False, False, True, True, False, False, False]
-    """
-
-    def __init__(
-        self, *, max_pending: int = 1024, remember: int = 4096, max_depth: int = MAX_DECODE_DEPTH
-    ) -> None:
-        for name, value in (("max_pending", max_pending), ("remember", remember)):
-            if not _is_int(value) or value < 1:
-                raise ConfigError(f"{name} ({value!r}) must be an integer >= 1")
-        self.max_pending = max_pending
-        self.remember = remember
-        self.max_depth = max_depth
-        self._pending: dict[ReleaseKey, _Pending] = {}
-        self._seen: dict[tuple[str, int], _Seen] = {}
-
-    @property
-    def pending(self) -> tuple[ReleaseKey, ...]:
-        """Keys of the releases begun but not yet complete, oldest first."""
-        return tuple(self._pending)
-
-    def add(self, record: bytes) -> Release | None:
-        """Take one record; return the release it completes, else None (see the class policy)."""
-        done = self.add_keyed(record)
-        return None if done is None else done[1]
-
-    def add_keyed(self, record: bytes) -> tuple[ReleaseKey, Release] | None:
-        """As :meth:`add`, returning ``(key, release)`` so callers know whose release it is."""
-        rec = _unpack(record, "record")
-        key = _key_of(rec, "record")
-        if self._is_assembled(key):
-            return None
-        kind = rec.get("kind")
-        pending = self._pending.get(key)
-        if kind == "header":
-            if pending is not None:
-                if pending.header_raw == record:
-                    return None
-                self._fail(key, "two different headers arrived for it")
-            self._open(key, bytes(record))
-            return None
-        if pending is None:
-            raise ReleaseIncompleteError(
-                f"release {key}: {kind!r} record arrived without its header (the consumer "
-                "started mid-release, or the header was lost)"
-            )
-        if kind == "chunk":
-            index = rec.get("index")
-            if not _is_int(index) or not 0 <= index < pending.header.n_chunks:
-                self._fail(key, f"chunk index ({index!r}) must lie in [0, n_chunks)")
-            held = pending.chunks.get(index)
-            if held is None:
-                pending.chunks[index] = bytes(record)
-            elif held != record:
-                self._fail(key, f"two different versions of chunk {index} arrived")
-            return None
-        if kind != "end":
-            self._fail(key, f"record `kind` ({kind!r}) must be 'header', 'chunk' or 'end'")
-        del self._pending[key]
-        ordered = [pending.chunks[i] for i in sorted(pending.chunks)]
-        try:
-            release = decode_release(
-                [pending.header_raw, *ordered, record], max_depth=self.max_depth
-            )
-        except ReleaseIncompleteError as e:
-            raise ReleaseIncompleteError(f"release {key}: {e}") from None
-        self._mark_assembled(key)
-        return key, release
-
-    def _open(self, key: ReleaseKey, raw: bytes) -> None:
-        try:
-            header = _parse_header(raw, max_depth=self.max_depth)
-        except ReleaseIncompleteError as e:
-            raise ReleaseIncompleteError(f"release {key}: {e}") from None
-        self._pending[key] = _Pending(raw, header)
-        if len(self._pending) > self.max_pending:
-            oldest = next(iter(self._pending))
-            del self._pending[oldest]
-            raise ReleaseIncompleteError(
-                f"release {oldest} evicted incomplete: more than max_pending "
-                f"({self.max_pending}) releases were open at once; raise max_pending"
-            )
-
-    def _fail(self, key: ReleaseKey, reason: str) -> NoReturn:
-        self._pending.pop(key, None)
-        raise ReleaseIncompleteError(f"release {key}: {reason}; the release is discarded")
-
-    def _is_assembled(self, key: ReleaseKey) -> bool:
-        seen = self._seen.get((key.run_id, key.partition))
-        return seen is not None and (key.sequence <= seen.floor or key.sequence in seen.sequences)
-
-    def _mark_assembled(self, key: ReleaseKey) -> None:
-        seen = self._seen.setdefault((key.run_id, key.partition), _Seen())
-        seen.sequences.add(key.sequence)
-        if len(seen.sequences) > 2 * self.remember:
-            ordered = sorted(seen.sequences)
-            seen.floor = max(seen.floor, ordered[-self.remember - 1])
-            seen.sequences = set(ordered[-self.remember :])

@@ -32,15 +32,15 @@ from typing import Any
 import numpy as np
 
 from dpsynth.errors import ConfigError
-from dpsynth.release.points_v1 import (
+from dpsynth.release.framing import (
     DEFAULT_MAX_CHUNK_BYTES,
     ReleaseIncompleteError,
     ReleaseKey,
-    _canonical,
-    _check_keys,
-    _key_of,
-    _pack,
-    _unpack,
+    canonical,
+    check_keys,
+    key_of,
+    pack,
+    unpack,
 )
 
 TABULAR_FORMAT = "tabular.v1"
@@ -69,7 +69,7 @@ class TabularRelease:
             and (self.sequence, self.step) == (other.sequence, other.step)
             and np.array_equal(np.asarray(self.records), np.asarray(other.records))
             and np.asarray(self.records).shape == np.asarray(other.records).shape
-            and _canonical(self.metadata, "m") == _canonical(other.metadata, "m")
+            and canonical(self.metadata, "m") == canonical(other.metadata, "m")
         )
 
 
@@ -110,32 +110,32 @@ def encode_tabular_release(
     width = _width(rows)
     raw = rows.astype(np.dtype(f"<u{width}")).tobytes()
     row_bytes = width * rows.shape[1]
-    empty = _pack({"kind": "chunk", **ident, "index": max(rows.shape[0], 1), "rows": b""})
+    empty = pack({"kind": "chunk", **ident, "index": max(rows.shape[0], 1), "rows": b""})
     per_chunk = (max_chunk_bytes - len(empty) - 6) // row_bytes
     if per_chunk < 1:
         raise ConfigError(f"max_chunk_bytes ({max_chunk_bytes}) must fit one row; raise it")
     n_chunks = math.ceil(rows.shape[0] / per_chunk) if rows.shape[0] else 0
     header = {"kind": "header", "format": TABULAR_FORMAT, **ident, "step": int(release.step),
               "p": int(rows.shape[1]), "n_rows": int(rows.shape[0]), "width": width,
-              "metadata": _canonical(release.metadata, "release metadata"),
+              "metadata": canonical(release.metadata, "release metadata"),
               "n_chunks": n_chunks}
-    records = [_pack(header)]
+    records = [pack(header)]
     step = per_chunk * row_bytes
     for index in range(n_chunks):
-        records.append(_pack({"kind": "chunk", **ident, "index": index,
+        records.append(pack({"kind": "chunk", **ident, "index": index,
                               "rows": raw[index * step:(index + 1) * step]}))
     digest = hashlib.sha256(b"".join(records)).hexdigest()
-    records.append(_pack({"kind": "end", **ident, "n_chunks": n_chunks, "sha256": digest}))
+    records.append(pack({"kind": "end", **ident, "n_chunks": n_chunks, "sha256": digest}))
     if len(records[0]) > max_chunk_bytes:
         raise ConfigError("the header must fit in max_chunk_bytes; shrink the metadata")
     return records
 
 
 def _header(raw: bytes) -> dict[str, Any]:
-    rec = _unpack(raw, "record 0")
+    rec = unpack(raw, "record 0")
     if rec.get("kind") != "header":
         raise ReleaseIncompleteError("record 0 must be the header (truncated at the front?)")
-    _check_keys(rec, _HEADER_KEYS, "header")
+    check_keys(rec, _HEADER_KEYS, "header")
     if rec["format"] != TABULAR_FORMAT:
         raise ReleaseIncompleteError(
             f"header `format` ({rec['format']!r}) must be {TABULAR_FORMAT!r}; point releases "
@@ -160,15 +160,15 @@ def decode_tabular_release(records: Iterable[bytes]) -> TabularRelease:
     if raw_header is None:
         raise ReleaseIncompleteError("no records: a release starts with a header record")
     head = _header(raw_header)
-    key: ReleaseKey = _key_of(head, "header")
+    key: ReleaseKey = key_of(head, "header")
     digest = hashlib.sha256(bytes(raw_header))
     parts: list[bytes] = []
     for position, raw in enumerate(it, start=1):
-        rec = _unpack(raw, f"record {position}")
-        if _key_of(rec, f"record {position}") != key:
+        rec = unpack(raw, f"record {position}")
+        if key_of(rec, f"record {position}") != key:
             raise ReleaseIncompleteError(f"record {position} belongs to another release")
         if rec.get("kind") == "chunk":
-            _check_keys(rec, _CHUNK_KEYS, f"record {position}")
+            check_keys(rec, _CHUNK_KEYS, f"record {position}")
             if rec["index"] != len(parts) or len(parts) >= head["n_chunks"]:
                 raise ReleaseIncompleteError(
                     f"chunk index ({rec['index']!r}) must be {len(parts)}: missing, repeated "
@@ -181,7 +181,7 @@ def decode_tabular_release(records: Iterable[bytes]) -> TabularRelease:
             continue
         if rec.get("kind") != "end":
             raise ReleaseIncompleteError(f"record {position}: kind must be 'chunk' or 'end'")
-        _check_keys(rec, _END_KEYS, f"record {position}")
+        check_keys(rec, _END_KEYS, f"record {position}")
         if len(parts) != head["n_chunks"] or rec["n_chunks"] != head["n_chunks"]:
             raise ReleaseIncompleteError(
                 f"end record after {len(parts)} of {head['n_chunks']} chunks: chunks are missing"

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from dpsynth.online.synthesizer import OnlineSynthesizer
-from dpsynth.release.points_v1 import encode_release
+from dpsynth.release import encode_release
 from dpsynth.schema import Schema
 from dpsynth.stream.codecs import BatchResult, split_batch
 from dpsynth.stream.settings import WorkerConfig

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpsynth.errors import ConfigError, StateCorruptError
-from dpsynth.release.tabular_v1 import encode_tabular_release
+from dpsynth.release import encode_tabular_release
 from dpsynth.schema import ClipReport
 from dpsynth.stream.codecs import BatchResult, split_messages
 from dpsynth.tabular.counters import COUNTERS

@@ -9,11 +9,7 @@ fit), :mod:`~dpsynth.tabular.synthesizer` (Alg 3 and the Alg 2 baseline),
 
 from __future__ import annotations
 
-from dpsynth.release.tabular_v1 import (
-    TabularRelease,
-    decode_tabular_release,
-    encode_tabular_release,
-)
+from dpsynth.release import TabularRelease, decode_tabular_release, encode_tabular_release
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.synthesizer import TabularSynthesizer
 

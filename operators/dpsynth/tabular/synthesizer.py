@@ -30,7 +30,7 @@ import numpy as np
 from dpsynth.accounting import StepLedger, check_select_measure_budget, select_measure_split
 from dpsynth.errors import ConfigError, StateCorruptError
 from dpsynth.noise import KeyedNoise
-from dpsynth.release.tabular_v1 import TabularRelease
+from dpsynth.release import TabularRelease
 from dpsynth.state import pack_state, unpack_state
 from dpsynth.tabular.counters import COUNTERS, Counter
 from dpsynth.tabular.domain import Domain

@@ -11,7 +11,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from dpsynth.cli import main
-from dpsynth.release.points_v1 import read_release_records
+from dpsynth.release import read_release_records
 from dpsynth.tabular import Domain, decode_tabular_release
 from dpsynth.tabular.metrics import workload_metrics
 from dpsynth.tabular.workloads import Workloads

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpsynth.release.points_v1 import ReleaseIncompleteError, decode_release
-from dpsynth.release.tabular_v1 import (
+from dpsynth.release import (
+    ReleaseIncompleteError,
     TabularRelease,
+    decode_release,
     decode_tabular_release,
     encode_tabular_release,
 )

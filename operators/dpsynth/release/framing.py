@@ -1,0 +1,113 @@
+"""The envelope every release format shares: record identity, canonical msgpack, errors.
+
+Layer: core. A release travels as msgpack maps (a header, bounded chunks, a checksummed end)
+identified by :class:`ReleaseKey` ``(run_id, partition, sequence)``; encoding is canonical
+(sorted keys, tuples as lists), so equal releases give byte-identical records and consumers drop
+retried ones as duplicates (DESIGN §3, §4). Formats: :mod:`~dpsynth.release.points_v1`,
+:mod:`~dpsynth.release.tabular_v1`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import msgpack
+import numpy as np
+
+from dpsynth.errors import ConfigError, DpsynthError
+
+#: Default bound on every record: a quarter of Kafka's default 1 MB message limit.
+DEFAULT_MAX_CHUNK_BYTES = 256_000
+
+
+class ReleaseIncompleteError(DpsynthError, ValueError):
+    """A release's records are missing, duplicated, out of order, mixed or corrupt."""
+
+
+class ReleaseKey(NamedTuple):
+    """Identity of one release on the wire: the run, the input partition and the sequence."""
+
+    run_id: str
+    partition: int
+    sequence: int
+
+
+# ---- records -----------------------------------------------------------------------------
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def canonical(value: Any, where: str) -> Any:
+    """Metadata in canonical msgpack form: str keys sorted, tuples as lists, numpy as Python."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, bool | int | float | str | bytes):
+        return value
+    if isinstance(value, Mapping):
+        for key in value:
+            if not isinstance(key, str):
+                raise ConfigError(f"{where} key ({key!r}) must be a str")
+        return {k: canonical(value[k], f"{where}[{k!r}]") for k in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [canonical(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise ConfigError(
+        f"{where} ({type(value).__name__}) must be None, bool, int, float, str, bytes, "
+        "a list or a str-keyed dict"
+    )
+
+
+def pack(obj: dict[str, Any]) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def unpack(raw: object, where: str) -> dict[str, Any]:
+    """Decode one record into a dict, or raise ReleaseIncompleteError."""
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        raise ReleaseIncompleteError(f"{where} ({type(raw).__name__}) must be bytes")
+    try:
+        obj = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        raise ReleaseIncompleteError(f"{where} cannot be decoded as one msgpack map") from None
+    if not isinstance(obj, dict):
+        raise ReleaseIncompleteError(f"{where} must be a msgpack map")
+    return obj
+
+
+def key_of(rec: dict[str, Any], where: str) -> ReleaseKey:
+    run_id, partition, sequence = rec.get("run_id"), rec.get("partition"), rec.get("sequence")
+    if not isinstance(run_id, str) or not run_id:
+        raise ReleaseIncompleteError(f"{where}: `run_id` must be a non-empty string")
+    for name, value in (("partition", partition), ("sequence", sequence)):
+        if not is_int(value) or value < 0:
+            raise ReleaseIncompleteError(f"{where}: `{name}` must be an integer >= 0")
+    return ReleaseKey(run_id, partition, sequence)
+
+
+def check_keys(rec: dict[str, Any], expected: frozenset[str], where: str,
+               fmt: object = 1) -> None:
+    """The record's keys are exactly ``expected`` (those of format ``fmt``), or raise."""
+    if set(rec) != expected:
+        missing, extra = sorted(expected - set(rec)), sorted(set(rec) - expected)
+        raise ReleaseIncompleteError(
+            f"{where}: keys must be exactly those of format {fmt} "
+            f"(missing {missing}, unknown {extra})"
+        )
+
+
+def release_key(record: bytes) -> ReleaseKey:
+    """The (run_id, partition, sequence) of any record of a release (header, chunk or end)."""
+    return key_of(unpack(record, "record"), "record")
+
+
+def check_identity(key: ReleaseKey) -> None:
+    if not isinstance(key.run_id, str) or not key.run_id:
+        raise ConfigError(f"run_id ({key.run_id!r}) must be a non-empty string")
+    for name in ("partition", "sequence"):
+        value = getattr(key, name)
+        if not is_int(value) or value < 0:
+            raise ConfigError(f"{name} ({value!r}) must be an integer >= 0")
+
+
