@@ -47,7 +47,7 @@ GOWALLA = gowalla_path()
 def online_release_points(x: np.ndarray, epsilon: float, key: bytes, release_every: int) -> Any:
     """Run the paper-mode synthesizer over all of x; return the final release's points."""
     synth = OnlineSynthesizer(
-        d=x.shape[1], epsilon=epsilon, key=key, release_every=release_every, schedule="paper"
+        d=x.shape[1], epsilon=epsilon, key=key, release_every=release_every, mechanism="paper"
     )
     synth.extend(x)
     return synth.release().points
@@ -192,7 +192,7 @@ def throughput(
     for repeat in range(repeats):
         x = uniform_stream(records, 2, seed=repeat)
         synth = OnlineSynthesizer(
-            d=2, epsilon=1.0, key=bytes(32), release_every=release_every, schedule=schedule
+            d=2, epsilon=1.0, key=bytes(32), release_every=release_every, mechanism=schedule
         )
         run = _timed_ingest(synth, x)
         run["ingest_records_per_s"] = records / (run["total_s"] - run["release_s"])
@@ -239,7 +239,7 @@ def _peak_memory_child(records: int, release_every: int, schedule: str) -> dict[
     warm_up()
     baseline_mb = _peak_rss_mb()
     synth = OnlineSynthesizer(
-        d=2, epsilon=1.0, key=bytes(32), release_every=release_every, schedule=schedule
+        d=2, epsilon=1.0, key=bytes(32), release_every=release_every, mechanism=schedule
     )
     rng = np.random.default_rng(7)
     started = time.perf_counter()

@@ -46,13 +46,13 @@ PHDSTREAM_W1_REPLACE = {
 #: PHDStream's speed: 10^5 records in 580–1018 s (peer-phdstream.md).
 PHDSTREAM_RECORDS_PER_S = (100_000 / 1018, 100_000 / 580)
 SCHEDULES: dict[str, dict[str, Any]] = {
-    "adaptive": {"schedule": "adaptive", "neighbours": "add_remove"},
-    "adaptive-pooled": {"schedule": "adaptive", "neighbours": "add_remove",
+    "adaptive": {"mechanism": "adaptive", "neighbours": "add_remove"},
+    "adaptive-pooled": {"mechanism": "adaptive", "neighbours": "add_remove",
                         "current_shape": "pooled"},
-    "blocks": {"schedule": "blocks", "neighbours": "add_remove"},
+    "blocks": {"mechanism": "blocks", "neighbours": "add_remove"},
     # the papers' replacement notion: adaptive against the accurate default and PMM-rep
-    "adaptive@replace": {"schedule": "adaptive", "neighbours": "replace"},
-    "accurate@replace": {"schedule": "accurate", "neighbours": "replace"},
+    "adaptive@replace": {"mechanism": "adaptive", "neighbours": "replace"},
+    "accurate@replace": {"mechanism": "accurate", "neighbours": "replace"},
 }
 STEP = 500
 SIZES = (4000, 20000, 100000)
@@ -87,7 +87,7 @@ def ingest_only_seconds(x: np.ndarray, key: bytes) -> float:
     adaptive engine without making releases: the ingest side alone."""
     synth = OnlineSynthesizer(d=2, epsilon=1.0, key=key, release_every=STEP,
                               **SCHEDULES["adaptive"])
-    engine = synth._blocks  # the step engine under the synthesizer (no release per step)
+    engine = synth._mechanism  # the step engine under the synthesizer (no release per step)
     assert engine is not None
     began = time.perf_counter()
     addresses = route(x, depth=synth.max_depth)

@@ -45,7 +45,7 @@ def test_adaptive_worker_survives_a_kill_and_equals_the_embedded_engine(
     create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
     produce_messages(kafka_bootstrap, topics.input, messages)
     env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data", schedule="adaptive", neighbours="replace",
+                     tmp_path / "data", mechanism="adaptive", neighbours="replace",
                      batch_max_events=4, release_linger_s=0, group_instance_id="worker-0")
     log = tmp_path / "worker.log"
     crashing = WorkerProcess({**env, "DPSYNTH_CRASH_AT": "mid_tick:4"}, log).start()
@@ -61,7 +61,7 @@ def test_adaptive_worker_survives_a_kill_and_equals_the_embedded_engine(
         worker.wait_for(finished, timeout_s=120)
     expected = {(0, s): r for s, r in embedded_release_records(
         points, epsilon=1.0, release_every=RELEASE_EVERY, max_depth=12, run_id="test-run",
-        partition=0, schedule="adaptive", neighbours="replace").items()}
+        partition=0, mechanism="adaptive", neighbours="replace").items()}
     records = read_topic(kafka_bootstrap, topics.output)
     stats = check_against_embedded(records, expected, "test-run")
     assert stats["releases"] == n // RELEASE_EVERY

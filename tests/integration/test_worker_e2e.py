@@ -36,7 +36,7 @@ def _expected(points: np.ndarray, partition: int = 0, max_depth: int = 12,
               schedule: str | None = None) -> dict:
     per_sequence = embedded_release_records(
         points, epsilon=1.0, release_every=RELEASE_EVERY, max_depth=max_depth,
-        run_id="test-run", partition=partition, schedule=schedule,
+        run_id="test-run", partition=partition, mechanism=schedule,
     )
     return {(partition, s): r for s, r in per_sequence.items()}
 
@@ -88,14 +88,14 @@ def test_one_record_per_message_equals_the_embedded_engine(kafka_bootstrap, tmp_
     produce_messages(kafka_bootstrap, topics.input,
                      ((0, encode_records(r)) for r in records_of(points)))
     env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data", schedule="paper")
+                     tmp_path / "data", mechanism="paper")
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
         start = time.monotonic()
         worker.wait_for(_done(n, n - 1), timeout_s=120)
         elapsed = time.monotonic() - start
     print(f"\n{n} records, 1/message: {n / elapsed:,.0f} records/s (incl. worker start)")
     stats = check_against_embedded(
-        read_topic(kafka_bootstrap, topics.output), _expected(points, schedule="paper"),
+        read_topic(kafka_bootstrap, topics.output), _expected(points, mechanism="paper"),
         "test-run",
     )
     assert stats["releases"] == n // RELEASE_EVERY

@@ -70,18 +70,18 @@ ONLINE: dict[str, Callable[[], str]] = {}
 for _d in (1, 2, 3):
     for _schedule in ("paper", "accurate", "adaptive", "blocks"):
         ONLINE[f"online/d{_d}/{_schedule}/replace"] = (
-            lambda d=_d, s=_schedule: _online(d, 1.0, "replace", schedule=s))
+            lambda d=_d, s=_schedule: _online(d, 1.0, "replace", mechanism=s))
     for _schedule in ("adaptive", "blocks"):
         ONLINE[f"online/d{_d}/{_schedule}/add_remove"] = (
-            lambda d=_d, s=_schedule: _online(d, 1.0, "add_remove", schedule=s))
+            lambda d=_d, s=_schedule: _online(d, 1.0, "add_remove", mechanism=s))
     ONLINE[f"online/d{_d}/auto/replace"] = lambda d=_d: _online(d, 1.0, "replace")
-ONLINE["online/d2/paper/replace/eps4"] = lambda: _online(2, 4.0, "replace", schedule="paper")
+ONLINE["online/d2/paper/replace/eps4"] = lambda: _online(2, 4.0, "replace", mechanism="paper")
 ONLINE["online/d2/accurate/replace/eps0.5-fresh"] = lambda: _online(
-    2, 0.5, "replace", schedule="accurate", fresh=0.3)
+    2, 0.5, "replace", mechanism="accurate", fresh=0.3)
 ONLINE["online/d2/adaptive/replace/centre-pooled"] = lambda: _online(
-    2, 1.0, "replace", schedule="adaptive", placement="centre", current_shape="pooled")
+    2, 1.0, "replace", mechanism="adaptive", placement="centre", current_shape="pooled")
 ONLINE["online/d2/paper/replace/depth6-partition3"] = lambda: _online(
-    2, 1.0, "replace", schedule="paper", max_depth=6, partition=3)
+    2, 1.0, "replace", mechanism="paper", max_depth=6, partition=3)
 
 
 def _offline(method: str, neighbours: str, d: int) -> str:

@@ -25,7 +25,7 @@ def _steps(synth: OnlineSynthesizer, x: np.ndarray, per_step: int = 500) -> None
 
 
 def _adaptive(x: np.ndarray, key: bytes) -> np.ndarray:
-    synth = OnlineSynthesizer(2, 1.0, key, 500, schedule="adaptive", neighbours="add_remove")
+    synth = OnlineSynthesizer(2, 1.0, key, 500, mechanism="adaptive", neighbours="add_remove")
     _steps(synth, x)
     return synth.release().points
 
@@ -46,7 +46,7 @@ def test_release_size_tracks_the_record_count() -> None:
     x = np.random.default_rng(3).random((3000, 2))
     errors = []
     for seed in range(40):
-        synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 500, schedule="adaptive",
+        synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 500, mechanism="adaptive",
                                   neighbours="add_remove")
         _steps(synth, x)
         errors.append(synth.release().t - 3000)

@@ -100,7 +100,7 @@ def test_accurate_releases_are_exact_nonnegative_and_deterministic(d: int, fresh
     runs = []
     for _ in range(2):
         synth = OnlineSynthesizer(
-            d=d, epsilon=1.0, key=KEY, release_every=250, schedule="accurate", fresh=fresh
+            d=d, epsilon=1.0, key=KEY, release_every=250, mechanism="accurate", fresh=fresh
         )
         runs.append(synth.extend(x))
     assert runs[0] == runs[1]
@@ -121,13 +121,12 @@ def test_P8_level_end_noise_has_the_scheduled_scale() -> None:
             calls.append((scale, tuple(context)))
             return super().discrete_laplace_at(scale, context, streams, events)
 
-    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=100, schedule="accurate")
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=100, mechanism="accurate")
     spy = Spy(KEY)
     synth._noise = spy
-    assert synth._tree is not None
-    synth._tree._noise = spy
+    synth._mechanism.tree._noise = spy
     synth.extend(np.random.default_rng(0).random((2047, 2)))  # levels 0..10 complete
-    schedule = synth.schedule
+    schedule = synth._mechanism.schedule
     ends = [(scale, ctx) for scale, ctx in calls if ctx[-1] == "end"]
     assert len(ends) == sum(range(1, 11))  # level r draws depths 1..r
     for scale, ctx in ends:
@@ -137,9 +136,9 @@ def test_P8_level_end_noise_has_the_scheduled_scale() -> None:
 
 
 def test_without_fresh_the_splits_move_only_at_level_ends() -> None:
-    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=100, schedule="accurate")
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=100, mechanism="accurate")
     fresh = OnlineSynthesizer(
-        d=2, epsilon=1.0, key=KEY, release_every=100, schedule="accurate", fresh=0.1
+        d=2, epsilon=1.0, key=KEY, release_every=100, mechanism="accurate", fresh=0.1
     )
     x = np.random.default_rng(1).random((4000, 2))
     plain, moving = synth.extend(x), fresh.extend(x)

@@ -60,8 +60,8 @@ def test_budget_refuses_bad_settings() -> None:
 
 
 def test_P9_add_remove_needs_a_step_schedule() -> None:
-    with pytest.raises(ConfigError, match="schedule='adaptive'"):
-        OnlineSynthesizer(2, 1.0, KEY, 100, schedule="accurate", neighbours="add_remove")
+    with pytest.raises(ConfigError, match="mechanism='adaptive'"):
+        OnlineSynthesizer(2, 1.0, KEY, 100, mechanism="accurate", neighbours="add_remove")
 
 
 def test_blocks_double_over_steps() -> None:
@@ -80,12 +80,12 @@ def test_binary_mechanism_nodes_cover_the_prefix_once(k: int) -> None:
 # -- the engine through the synthesizer --------------------------------------------------------
 
 def test_blocks_close_at_the_last_step_of_each_block() -> None:
-    synth = OnlineSynthesizer(2, 1.0, KEY, 50, schedule="adaptive", neighbours="add_remove")
+    synth = OnlineSynthesizer(2, 1.0, KEY, 50, mechanism="adaptive", neighbours="add_remove")
     closed = []
     for _ in range(15):
         synth.add(_points(50))
         synth.step()
-        closed.append(len(synth._blocks.blocks))  # type: ignore[union-attr]
+        closed.append(len(synth._mechanism.blocks))  # type: ignore[union-attr]
     # steps 1, 3, 7, 15 end blocks 0..3
     assert closed == [1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 4]
 
@@ -94,9 +94,9 @@ def test_open_block_size_noise_has_the_binary_mechanism_variance() -> None:
     """Across 400 keys, the open-block size error after 5 of 8 steps: popcount(5) = 2 nodes."""
     errors = []
     for seed in range(400):
-        synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 10, schedule="blocks",
+        synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 10, mechanism="blocks",
                                   neighbours="add_remove")
-        engine = synth._blocks
+        engine = synth._mechanism
         assert engine is not None
         engine.step = 7  # block 3 (steps 8..15) is open
         engine._step_counts = [10] * 5
@@ -112,7 +112,7 @@ def test_open_block_size_noise_has_the_binary_mechanism_variance() -> None:
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
 @pytest.mark.parametrize("schedule", ["adaptive", "blocks"])
 def test_release_is_consistent_and_names_the_notion(neighbours: str, schedule: str) -> None:
-    synth = OnlineSynthesizer(2, 1.0, KEY, 200, schedule=schedule, neighbours=neighbours)
+    synth = OnlineSynthesizer(2, 1.0, KEY, 200, mechanism=schedule, neighbours=neighbours)
     releases = _feed(synth, _points(2000), 200)
     assert len(releases) == 10
     for release in releases:
@@ -133,7 +133,7 @@ def test_release_is_consistent_and_names_the_notion(neighbours: str, schedule: s
 
 def test_P9_same_key_same_releases_and_different_key_different() -> None:
     def run(key: bytes) -> list[np.ndarray]:
-        synth = OnlineSynthesizer(2, 1.0, key, 300, schedule="adaptive", neighbours="add_remove")
+        synth = OnlineSynthesizer(2, 1.0, key, 300, mechanism="adaptive", neighbours="add_remove")
         return [r.leaf_counts for r in _feed(synth, _points(3000), 300)]
 
     a, b, c = run(KEY), run(KEY), run(bytes(32))
@@ -144,9 +144,9 @@ def test_P9_same_key_same_releases_and_different_key_different() -> None:
 @pytest.mark.parametrize("schedule", ["adaptive", "blocks"])
 def test_snapshot_mid_step_continues_identically(schedule: str) -> None:
     x = _points(4100, seed=2)
-    whole = OnlineSynthesizer(2, 1.0, KEY, 250, schedule=schedule, neighbours="add_remove")
+    whole = OnlineSynthesizer(2, 1.0, KEY, 250, mechanism=schedule, neighbours="add_remove")
     expected = _feed(whole, x, 250)
-    first = OnlineSynthesizer(2, 1.0, KEY, 250, schedule=schedule, neighbours="add_remove")
+    first = OnlineSynthesizer(2, 1.0, KEY, 250, mechanism=schedule, neighbours="add_remove")
     got = _feed(first, x[:1750], 250)
     first.add(x[1750:1830])  # mid-step, mid-block
     resumed = OnlineSynthesizer.restore(first.snapshot(), KEY)
@@ -157,28 +157,28 @@ def test_snapshot_mid_step_continues_identically(schedule: str) -> None:
 
 
 def test_step_marker_ends_a_step_early() -> None:
-    synth = OnlineSynthesizer(2, 1.0, KEY, 1000, schedule="adaptive", neighbours="replace")
+    synth = OnlineSynthesizer(2, 1.0, KEY, 1000, mechanism="adaptive", neighbours="replace")
     assert synth.extend(_points(300)) == []
     release = synth.step()
     assert release.metadata["step"] == 1
     assert synth.extend(_points(999)) == []  # the next step counts from the marker
     assert len(synth.extend(_points(1))) == 1
     with pytest.raises(ConfigError, match="step"):
-        OnlineSynthesizer(2, 1.0, KEY, 100, schedule="accurate").step()
+        OnlineSynthesizer(2, 1.0, KEY, 100, mechanism="accurate").step()
     with pytest.raises(ConfigError, match="extend"):
-        OnlineSynthesizer(2, 1.0, KEY, 100, schedule="accurate").add(_points(3))
+        OnlineSynthesizer(2, 1.0, KEY, 100, mechanism="accurate").add(_points(3))
 
 
 @pytest.mark.parametrize("schedule", ["adaptive", "blocks"])
 def test_P9_add_remove_refuses_steps_counted_in_records(schedule: str) -> None:
     """Under add/remove only a public clock may end a step: extend() (a step every
     release_every records) is refused, and add() never ends one however many records arrive."""
-    synth = OnlineSynthesizer(2, 1.0, KEY, 10, schedule=schedule, neighbours="add_remove")
+    synth = OnlineSynthesizer(2, 1.0, KEY, 10, mechanism=schedule, neighbours="add_remove")
     with pytest.raises(ConfigError, match=r"add\(points\).*step\(\)"):
         synth.extend(_points(20))
     assert synth.t == 0  # refused before anything was counted
     synth.add(_points(25))
-    assert synth.release().t == 0 and synth._blocks.step == 0  # type: ignore[union-attr]
+    assert synth.release().t == 0 and synth._mechanism.step == 0  # type: ignore[union-attr]
     assert synth.step().metadata["step"] == 1
 
 
@@ -190,12 +190,12 @@ def test_P9_a_record_added_to_one_step_changes_only_its_block() -> None:
     neighbour[4] = np.vstack([neighbour[4], [[0.9, 0.1]]])
 
     def blocks(data: list[np.ndarray]) -> list[dict]:
-        synth = OnlineSynthesizer(2, 1.0, KEY, 10**6, schedule="adaptive",
+        synth = OnlineSynthesizer(2, 1.0, KEY, 10**6, mechanism="adaptive",
                                   neighbours="add_remove")
         for batch in data:
             synth.add(batch)
             synth.step()
-        return synth._blocks.blocks  # type: ignore[union-attr]
+        return synth._mechanism.blocks  # type: ignore[union-attr]
 
     a, b = blocks(steps), blocks(neighbour)
     assert len(a) == len(b) == 3  # blocks 0, 1, 2 closed after 12 steps (block 3 open)
@@ -217,7 +217,7 @@ def test_adaptive_beats_fixed_blocks_on_clustered_data() -> None:
     for schedule in ("adaptive", "blocks"):
         values = []
         for seed in range(3):
-            synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 500, schedule=schedule,
+            synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 500, mechanism=schedule,
                                       neighbours="add_remove")
             _feed(synth, x, 500)
             values.append(w1_tree_upper(x, synth.release().points, depth=20))
@@ -239,7 +239,7 @@ def test_P9_run_command_refuses_add_remove(
     out = tmp_path / "out"
     for schedule in ("adaptive", "blocks", "accurate", "auto"):
         refused = CliRunner().invoke(main, [
-            "run", "--points", "600", "--release-every", "100", "--schedule", schedule,
+            "run", "--points", "600", "--release-every", "100", "--mechanism", schedule,
             "--neighbours", "add_remove", "--out", str(out)])
         assert refused.exit_code == 2, refused.output
         assert "reveals the private record count" in refused.output
@@ -259,7 +259,7 @@ def test_leaf_floor_removes_phantom_mass_from_empty_regions() -> None:
             blocks_module.LEAF_FLOOR_SCALES, saved = floor, blocks_module.LEAF_FLOOR_SCALES
             try:
                 synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 500,
-                                          schedule="adaptive", neighbours="add_remove")
+                                          mechanism="adaptive", neighbours="add_remove")
                 points = _feed(synth, x, 500)[-1].points
             finally:
                 blocks_module.LEAF_FLOOR_SCALES = saved

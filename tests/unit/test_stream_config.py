@@ -192,7 +192,7 @@ def test_a_data_directory_is_held_by_one_worker(env):
 
 
 def test_schedule_defaults_to_the_synthesizers_and_is_checked(env):
-    from dpsynth.online.synthesizer import SCHEDULES
+    from dpsynth.online.mechanism import MECHANISMS as SCHEDULES
     from dpsynth.stream.settings import default_schedule
 
     assert load_config(env).schedule == default_schedule()

@@ -33,7 +33,7 @@ SCHEDULES = ["paper", "accurate"]
 def test_every_release_has_exactly_t_points_in_bounds(
     d: int, epsilon: float, schedule: str
 ) -> None:
-    synth = OnlineSynthesizer(d=d, epsilon=epsilon, key=KEY, release_every=97, schedule=schedule)
+    synth = OnlineSynthesizer(d=d, epsilon=epsilon, key=KEY, release_every=97, mechanism=schedule)
     releases = synth.extend(blobs(3000, d, 0))
     assert [r.t for r in releases] == list(range(97, 3001, 97))
     for release in releases:
@@ -47,10 +47,10 @@ def test_every_release_has_exactly_t_points_in_bounds(
 
 
 def test_leaf_counts_sum_up_the_tree() -> None:
-    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=500, schedule="paper")
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=500, mechanism="paper")
     synth.extend(blobs(4000, 2, 1))
     depth = synth.depth
-    noisy = [synth.levels[j - 1].values() for j in range(1, depth + 1)]
+    noisy = [synth._mechanism.levels[j - 1].values() for j in range(1, depth + 1)]
     levels = make_consistent(synth.t, noisy)
     np.testing.assert_array_equal(levels[-1], synth.release().leaf_counts)
     parent = np.array([synth.t])
@@ -62,8 +62,8 @@ def test_leaf_counts_sum_up_the_tree() -> None:
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_P6_release_structure_does_not_depend_on_the_data(schedule: str) -> None:
-    a = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=250, schedule=schedule)
-    b = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=250, schedule=schedule)
+    a = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=250, mechanism=schedule)
+    b = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=250, mechanism=schedule)
     ra = a.extend(blobs(3000, 2, 2))
     rb = b.extend(np.random.default_rng(3).random((3000, 2)))
     assert [(r.t, r.depth, r.leaf_counts.size, r.metadata) for r in ra] == [
@@ -78,17 +78,17 @@ def test_P2_same_key_same_input_gives_identical_releases(schedule: str) -> None:
     x = blobs(2500, 2, 4)
     runs = []
     for _ in range(2):
-        synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=300, schedule=schedule)
+        synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=300, mechanism=schedule)
         runs.append(synth.extend(x[:1000]) + synth.extend(x[1000:]))  # batching is irrelevant
     assert runs[0] == runs[1]
     assert all(np.array_equal(p.points, q.points) for p, q in zip(*runs, strict=True))
     one_by_one = OnlineSynthesizer(
-        d=2, epsilon=1.0, key=KEY, release_every=300, schedule=schedule
+        d=2, epsilon=1.0, key=KEY, release_every=300, mechanism=schedule
     )
     singles = [r for row in x for r in one_by_one.extend(row[None, :])]
     assert singles == runs[0]
     other = OnlineSynthesizer(
-        d=2, epsilon=1.0, key=bytes(32), release_every=300, schedule=schedule
+        d=2, epsilon=1.0, key=bytes(32), release_every=300, mechanism=schedule
     ).extend(x)
     pairs = zip(other, runs[0], strict=True)
     assert any(not np.array_equal(p.leaf_counts, q.leaf_counts) for p, q in pairs)
@@ -98,11 +98,11 @@ def test_P2_same_key_same_input_gives_identical_releases(schedule: str) -> None:
 @pytest.mark.parametrize("d", [1, 2])
 def test_snapshot_at_any_point_continues_byte_identically(d: int, schedule: str) -> None:
     x = blobs(1500, d, 5)
-    reference = OnlineSynthesizer(d=d, epsilon=2.0, key=KEY, release_every=64, schedule=schedule)
+    reference = OnlineSynthesizer(d=d, epsilon=2.0, key=KEY, release_every=64, mechanism=schedule)
     expected = reference.extend(x)
     for cut in [0, 1, 63, 64, 65, 200, 511, 512, 700, 1023, 1499]:  # ticks, mid-tick, levels
         first = OnlineSynthesizer(
-            d=d, epsilon=2.0, key=KEY, release_every=64, schedule=schedule
+            d=d, epsilon=2.0, key=KEY, release_every=64, mechanism=schedule
         )
         before = first.extend(x[:cut])
         restored = OnlineSynthesizer.restore(first.snapshot(), KEY)
@@ -145,8 +145,10 @@ def test_over_budget_configurations_are_refused() -> None:
         OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=10, schedule=inflated)
     with pytest.raises(ConfigError, match="epsilon"):
         OnlineSynthesizer(d=2, epsilon=0.0, key=KEY, release_every=10)
-    with pytest.raises(ConfigError, match="schedule"):
-        OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=10, schedule="magic")
+    with pytest.raises(ConfigError, match="mechanism"):
+        OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=10, mechanism="magic")
+    with pytest.raises(ConfigError, match="mechanism="):  # an algorithm is not an ε allocation
+        OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=10, schedule="adaptive")
     with pytest.raises(ConfigError, match="release_every"):
         OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=0)
     with pytest.raises(ConfigError, match="at least 16 bytes"):
@@ -155,11 +157,11 @@ def test_over_budget_configurations_are_refused() -> None:
 
 def test_cells_of_depth_j_exist_from_t_j_and_max_depth_caps_the_tree() -> None:
     synth = OnlineSynthesizer(
-        d=2, epsilon=1.0, key=KEY, release_every=1, max_depth=6, schedule="paper"
+        d=2, epsilon=1.0, key=KEY, release_every=1, max_depth=6, mechanism="paper"
     )
     for t in range(1, 200):
         synth.extend(np.full((1, 2), 0.5))
-        created = len(synth.levels)
+        created = len(synth._mechanism.levels)
         # levels exist exactly for t_j ≤ t + 1 (the next record's level included), capped
         assert created == min(max(j for j in range(10) if level_start(j, 1.0) <= t + 1), 6)
     assert synth.release().depth == 6 and synth.release().leaf_counts.size == 64
@@ -169,12 +171,12 @@ def test_d2_cells_ignore_history_but_d1_cells_replay_it() -> None:
     # all early records in the top half; a level created later sees them only for d = 1
     for d, replays in [(1, True), (2, False)]:
         synth = OnlineSynthesizer(
-            d=d, epsilon=64.0, key=KEY, release_every=1_000_000, schedule="paper"
+            d=d, epsilon=64.0, key=KEY, release_every=1_000_000, mechanism="paper"
         )
         synth.extend(np.full((1000, d), 0.9))  # ε = 64: levels start early, noise is small
-        j = len(synth.levels)
+        j = len(synth._mechanism.levels)
         synth.extend(np.full((level_start(j + 1, 64.0) - synth.t, d), 0.1))
-        newest = synth.levels[j]  # created after the 0.9 records
+        newest = synth._mechanism.levels[j]  # created after the 0.9 records
         cell = int(route(np.full((1, d), 0.9), depth=j + 1)[0])
         top = int(newest.values()[cell])
         assert (top > 500) == replays, (d, top)

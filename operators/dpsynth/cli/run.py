@@ -163,7 +163,7 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
         "clipped": (clips.total if clips is not None else 0) + synth.clipped,
         "clipped_per_column": clips.per_column if clips is not None else {},
         "t": release.t, "releases": len(log.files), "depth": release.depth,
-        "epsilon": synth.epsilon, "neighbours": "replace", "schedule": synth.schedule_name,
+        "epsilon": synth.epsilon, "neighbours": "replace", "mechanism": synth.mechanism,
         "worst_case_loss": synth.worst_case_loss, "release_every": synth.release_every,
         "max_depth": synth.max_depth, "key": key_label,
         "w1_final": final, "w1_over_t": curve,
@@ -185,7 +185,7 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
                    "beyond, and summary.json says so).")
 @click.option("--run-id", default="local", show_default=True,
               help="run_id written in every release record.")
-@click.option("--schedule",
+@click.option("--mechanism",
               type=click.Choice(["auto", "accurate", "paper", "adaptive", "blocks"]),
               default="auto", show_default=True,
               help="auto: adaptive for d >= 2 or add/remove, else accurate (the measured "
@@ -200,7 +200,7 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 @fail_on_dpsynth_error
 def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
         seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
-        out: Path, w1_points: int, run_id: str, schedule: str, neighbours: str,
+        out: Path, w1_points: int, run_id: str, mechanism: str, neighbours: str,
         fresh: float) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
 
@@ -219,12 +219,12 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     print_key(console, noise_key)
     key, key_label, is_demo = noise_key.reveal(), noise_key.label(), noise_key.is_demo
     source = load_source(input_path, schema_path, dataset, points, seed, limit)
-    options: dict[str, Any] = {"fresh": fresh} if schedule == "accurate" else {}
-    synth = OnlineSynthesizer(source.d, epsilon, key, release_every, schedule=schedule,
+    options: dict[str, Any] = {"fresh": fresh} if mechanism == "accurate" else {}
+    synth = OnlineSynthesizer(source.d, epsilon, key, release_every, mechanism=mechanism,
                               max_depth=max_depth, neighbours=neighbours, **options)
     console.print(f"input: {source.label}")
-    schedule = synth.schedule_name  # "auto" resolved
-    console.print(f"d = {source.d}, ε = {epsilon:g} ({schedule} schedule), a release every "
+    mechanism = synth.mechanism  # "auto" resolved
+    console.print(f"d = {source.d}, ε = {epsilon:g} ({mechanism} mechanism), a release every "
                   f"{release_every:,} records, max depth {max_depth}; writing to {out}/")
     out.mkdir(parents=True, exist_ok=True)
     log = _feed(synth, source, out, run_id, console)
@@ -243,7 +243,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     summary = _summary(synth, source, log, final, curve, key_label)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     short_key = "public demo key" if is_demo else "private key"
-    title = f"dpsynth run: t = {release.t:,}, ε = {epsilon:g}, {schedule} schedule, {short_key}"
+    title = f"dpsynth run: t = {release.t:,}, ε = {epsilon:g}, {mechanism} mechanism, {short_key}"
     _plot_true_vs_synthetic(out / "true-vs-synthetic.png", log.true[:fed],
                             release.points, source, title)
     _plot_w1_over_t(out / "w1-over-t.png", curve, title)

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from dpsynth._types import Counts
-from dpsynth.accounting import Schedule
-from dpsynth.clock import TickClock
+from dpsynth.accounting import Schedule, check_budget
+from dpsynth.clock import TickClock, level_of, level_start
 from dpsynth.counters.binary import binary_levels, node_noise
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
@@ -259,3 +259,87 @@ class AccurateTree:
         self.level_counts = [np.asarray(c, dtype=np.int64).copy() for c in state["level_counts"]]
         self.pooled = [np.asarray(p, dtype=np.float64).copy() for p in state["pooled"]]
         self.tick_in_level = int(state["tick_in_level"])
+
+
+class AccurateMechanism:
+    """:class:`AccurateTree` behind the online mechanism protocol (:mod:`dpsynth.online.mechanism`).
+
+    Ticks split at level ends (the end-of-level counts of P8); the release depth is
+    min(level(t), max_depth), a function of t only (P6).
+    """
+
+    counts_records = True  # time levels are record counts: replacement neighbours only
+    name = "accurate"
+
+    def __init__(self, d: int, epsilon: float, clock: TickClock, noise: KeyedNoise,
+                 context: tuple[int | str, ...], max_depth: int,
+                 alpha: float | None, fresh: float) -> None:
+        self.schedule = accurate_schedule(d, epsilon, max_depth, alpha, fresh)
+        self.params = dict(self.schedule.params)
+        self.worst_case_loss = check_budget(self.schedule)  # privacy: P1, P8
+        self.clock = clock
+        self.max_depth = max_depth
+        self.tree = AccurateTree(self.schedule, clock, noise, context, max_depth, fresh)
+        self._pending: list[np.ndarray] = []
+        self._grow(0)
+
+    def _grow(self, t: int) -> None:
+        tree = self.tree
+        while tree.depth_created < self.max_depth and (
+            level_start(tree.depth_created + 1, self.clock.epsilon) <= t + 1  # privacy: P6
+        ):
+            tree.add_depth()
+
+    def tick_limit(self, t: int) -> int:
+        """The record count at which the open tick must end: the end of t's time level."""
+        return level_start(level_of(t + 1, self.clock.epsilon) + 1, self.clock.epsilon) - 1
+
+    def depth(self, t: int) -> int:
+        """min(level(t), max_depth), 0 before t_0."""
+        return max(min(level_of(t, self.clock.epsilon), self.max_depth), 0) if t else 0
+
+    def add(self, addresses: np.ndarray) -> None:
+        """Records of the open tick (Morton addresses at ``max_depth``)."""
+        self._pending.append(addresses)
+
+    def end_tick(self, t: int) -> None:
+        """Count the tick; at a level end release that level's histogram (P8)."""
+        tick = np.sort(np.concatenate(self._pending)) if self._pending else np.zeros(0, np.uint64)
+        self._pending = []
+        epsilon = self.clock.epsilon
+        r = level_of(t, epsilon)
+        self.tree.add_tick(tick, self.max_depth)
+        if r >= 0 and t == level_start(r + 1, epsilon) - 1:  # level r ends
+            self.tree.end_level(r, level_start(r + 1, epsilon) - level_start(r, epsilon))
+        self._grow(t)
+
+    def release_counts(self, t: int, placement_seed: bytes) -> tuple[int, int, Counts]:
+        """(t, depth, pooled leaf counts summing to t)."""
+        depth = self.depth(t)
+        r = level_of(t, self.clock.epsilon)
+        so_far = t - level_start(r, self.clock.epsilon) + 1 if r >= 0 else 0
+        return t, depth, self.tree.leaf_counts(t, depth, r, so_far)
+
+    def extra_metadata(self) -> dict[str, Any]:
+        """Nothing beyond the common metadata."""
+        return {}
+
+    @property
+    def n_cells(self) -> int:
+        """Cells created so far, over all depths."""
+        return sum(1 << j for j in range(1, self.tree.depth_created + 1))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of per-cell state."""
+        return self.tree.nbytes
+
+    def state(self) -> dict[str, Any]:
+        """Snapshot entries: the open tick and the tree."""
+        pending = np.concatenate(self._pending) if self._pending else np.zeros(0, np.uint64)
+        return {"pending": pending, "tree": self.tree.state()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`state`."""
+        self._pending = [state["pending"]] if state["pending"].size else []
+        self.tree.load_state(state["tree"])

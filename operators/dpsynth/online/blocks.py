@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from dpsynth._types import CellIds, Counts
 from dpsynth.consistency import make_consistent
 from dpsynth.errors import BudgetExceededError, ConfigError
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.online.privtree import noisy_leaf_counts, privtree_leaves, privtree_params
+from dpsynth.online.rounding import pooled_intervals, systematic_counts
 
 NEIGHBOUR_NOTIONS = ("replace", "add_remove")
 #: adaptive releases drop PrivTree leaves whose noisy count is at most this many noise scales:
@@ -127,9 +127,12 @@ def _dyadic_nodes(k: int, heights: int) -> list[tuple[int, int]]:
 class BlockEngine:
     """Steps, blocks and their private histograms for one partition (module docstring).
 
-    Not a public entry point: :class:`~dpsynth.online.synthesizer.OnlineSynthesizer` drives it with
-    ``schedule="adaptive"`` or ``"blocks"``.
+    Not a public entry point: :class:`~dpsynth.online.synthesizer.OnlineSynthesizer` drives it
+    through the mechanism protocol (:mod:`dpsynth.online.mechanism`) with
+    ``mechanism="adaptive"`` or ``"blocks"``.
     """
+
+    counts_records = False  # time is public steps: any neighbour notion
 
     def __init__(
         self,
@@ -158,6 +161,42 @@ class BlockEngine:
         self._masses: tuple[Any, ...] | None = None  # release cache: (D, intervals, densities)
         if schedule == "adaptive":
             privtree_params(budget.structure, max_depth=max_depth)  # fails early if impossible
+        self.name = schedule
+        self.worst_case_loss = budget.worst_case_loss
+        self.params = {"size": budget.size, "structure": budget.structure,
+                       "counts": budget.counts, "current_shape": current_shape,
+                       "leaf_floor_scales": LEAF_FLOOR_SCALES}
+
+    # -- the mechanism protocol (dpsynth.online.mechanism) -------------------------------------
+
+    def tick_limit(self, t: int) -> int:
+        """No level boundary: a step ends only when the caller ends it."""
+        return 1 << 62
+
+    def end_tick(self, t: int) -> None:
+        """A tick is a step here."""
+        self.end_step()
+
+    def depth(self, t: int) -> int | None:
+        """None: the depth is that of the latest release (a function of released leaves)."""
+        return None
+
+    def extra_metadata(self) -> dict[str, Any]:
+        """The number of completed (public) steps."""
+        return {"step": self.step}
+
+    @property
+    def n_cells(self) -> int:
+        """Leaves of the completed blocks."""
+        return sum(int(b["depths"].size) for b in self.blocks)
+
+    def state(self) -> dict[str, Any]:
+        """Snapshot entries: the engine under ``blocks``."""
+        return {"blocks": self.block_state()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`state`."""
+        self.load_block_state(state["blocks"])
 
     # -- ingest ----------------------------------------------------------------------------
 
@@ -265,7 +304,7 @@ class BlockEngine:
             return 0, np.array([total], np.int64)
         if self._masses is None:  # completed blocks change only at a block's end: cache
             floor = LEAF_FLOOR_SCALES / self.budget.counts if self.schedule == "adaptive" else 0.0
-            self._masses = _pooled_intervals(self.blocks, self.max_depth, floor)
+            self._masses = pooled_intervals(self.blocks, self.max_depth, floor)
         depth, starts, widths, pooled, last = self._masses
         reference = last if self.current_shape == "last" else pooled
         ref_mass = float((reference * widths).sum())
@@ -277,12 +316,12 @@ class BlockEngine:
         before = np.concatenate([[0.0], np.cumsum(mass)[:-1]]) * scale  # F at interval starts
         u = KeyedNoise(placement_seed).uniform_at(("round", self.step), 0, 0)[0] - 2.0**-53
         counts = np.zeros(1 << depth, np.int64)
-        _systematic_counts(starts, widths, before, density * scale, total, u, counts)
+        systematic_counts(starts, widths, before, density * scale, total, u, counts)
         return depth, counts
 
     # -- state ---------------------------------------------------------------------------------
 
-    def state(self) -> dict[str, Any]:
+    def block_state(self) -> dict[str, Any]:
         """Everything needed to continue identically (no key material)."""
         pending = np.concatenate(self._pending) if self._pending else np.zeros(0, np.uint64)
         records = np.concatenate(self._open) if self._open else np.zeros(0, np.uint64)
@@ -290,8 +329,8 @@ class BlockEngine:
                 "step_counts": list(self._step_counts),
                 "blocks": [dict(blk) for blk in self.blocks]}
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        """Inverse of :meth:`state`."""
+    def load_block_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`block_state`."""
         self.step = int(state["step"])
         self._pending = [state["pending"]] if state["pending"].size else []
         self._open = [state["open"]] if state["open"].size else []
@@ -304,72 +343,3 @@ class BlockEngine:
         """Bytes held: the open block's histogram and the completed blocks' leaves."""
         held = sum(a.nbytes for a in self._open)
         return held + sum(blk["depths"].nbytes * 3 for blk in self.blocks)
-
-
-@njit(cache=True)
-def _systematic_counts(starts, widths, before, rate, total, u, out):  # type: ignore[no-untyped-def]
-    """Unit j = 1..total lands in the cell where F crosses j − u (F linear inside an interval,
-    slope ``rate`` per cell, F = ``before`` at each interval's start): one pass, O(total + K)."""
-    i = 0
-    last = starts.shape[0] - 1
-    for j in range(1, total + 1):
-        target = j - u
-        while i < last and before[i + 1] < target:
-            i += 1
-        step = rate[i] if rate[i] > 1e-300 else 1e-300
-        offset = np.int64(np.ceil((target - before[i]) / step)) - 1
-        offset = min(max(offset, 0), widths[i] - 1)
-        out[starts[i] + offset] += 1
-
-
-def _block_intervals(block: dict[str, Any], depth: int,
-                     floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """A block's leaves as sorted Morton interval starts at ``depth`` and per-cell densities.
-
-    Leaves deeper than ``depth`` (stragglers, :func:`_mass_depth`) are merged into their
-    depth-``depth`` ancestor, their mass spread over it.
-    """
-    raw = block["counts"]
-    counts = np.where(raw > floor, raw, 0).astype(np.float64)  # floor 0: clip negatives
-    if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
-        counts *= max(float(block["size"]), 0.0) / counts.sum()
-    leaf_depths = np.minimum(block["depths"], depth)
-    prefixes = block["prefixes"] >> (block["depths"] - leaf_depths).astype(np.uint64)
-    starts = (prefixes << (depth - leaf_depths).astype(np.uint64)).astype(np.int64)
-    starts, inverse = np.unique(starts, return_inverse=True)
-    mass = np.bincount(inverse, weights=counts, minlength=starts.size)
-    widths = np.diff(np.concatenate([starts, [1 << depth]]))
-    return starts, mass / widths
-
-
-def _mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
-    """The smallest depth below which the block's leaves hold at most ``share`` of its mass.
-
-    PrivTree leaves far below the data are stragglers of empty regions whose counts are
-    noise; their (tiny) mass is kept but spread over their ancestor at the returned depth, so
-    a stray deep leaf does not force a 2^20-cell release. Leaves with real mass (a dense venue)
-    hold far more than 0.1 % and keep their depth.
-    """
-    mass = np.maximum(block["counts"], 0).astype(np.float64)
-    total = mass.sum()
-    if total <= 0:
-        return 0
-    by_depth = np.bincount(block["depths"], weights=mass)
-    deeper = total - np.cumsum(by_depth)  # mass strictly below each depth
-    return int(np.flatnonzero(deeper <= share * total)[0])
-
-
-def _pooled_intervals(
-    blocks: list[dict[str, Any]], max_depth: int, floor: float = 0.0
-) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(D, union interval starts, widths, pooled density, last block's density) at depth D.
-
-    Every block's leaves partition the cube, so each union interval lies in exactly one leaf
-    of every block: its density is the sum of those leaves' densities.
-    """
-    depth = min(max_depth, max(_mass_depth(blk) for blk in blocks))
-    per_block = [_block_intervals(blk, depth, floor) for blk in blocks]
-    starts = np.unique(np.concatenate([s for s, _ in per_block]))
-    widths = np.diff(np.concatenate([starts, [1 << depth]]))
-    densities = [dens[np.searchsorted(s, starts, side="right") - 1] for s, dens in per_block]
-    return depth, starts, widths, sum(densities), densities[-1]

@@ -474,11 +474,12 @@ def default_schedule() -> str:
 
     from dpsynth.online.synthesizer import OnlineSynthesizer
 
-    return str(inspect.signature(OnlineSynthesizer).parameters["schedule"].default)
+    return str(inspect.signature(OnlineSynthesizer).parameters["mechanism"].default)
 
 
 def _schedule(r: _Reader) -> str:
-    from dpsynth.online.synthesizer import AUTO, SCHEDULES
+    from dpsynth.online.mechanism import AUTO
+    from dpsynth.online.mechanism import MECHANISMS as SCHEDULES
 
     value = r.raw("DPSYNTH_SCHEDULE") or default_schedule()
     if value not in (AUTO, *SCHEDULES):

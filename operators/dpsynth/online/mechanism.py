@@ -1,0 +1,146 @@
+"""The protocol between the online synthesizer and its algorithms, and the factory.
+
+Layer: core. The synthesizer owns time (records, ticks, public steps), validation, releases and
+snapshots; a *mechanism* owns the private state of one algorithm and answers through
+:class:`Mechanism`. Three implement it:
+
+``paper``
+    HVZ Alg 1 verbatim (:class:`~dpsynth.online.paper.PaperMechanism`), any
+    :class:`~dpsynth.accounting.Schedule`;
+``accurate``
+    per-level histograms with GLS and pooling (:class:`~dpsynth.online.accurate.AccurateMechanism`);
+``adaptive``, ``blocks``
+    doubling blocks of public steps with PrivTree or PMM histograms
+    (:class:`~dpsynth.online.blocks.BlockEngine`).
+
+Only :func:`make_mechanism` knows which is which; ``"auto"`` resolves in :func:`resolve_mechanism`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from dpsynth._types import CellIds, Counts
+from dpsynth.accounting import Schedule, paper_schedule
+from dpsynth.clock import TickClock
+from dpsynth.errors import ConfigError
+from dpsynth.noise import KeyedNoise
+from dpsynth.online.accurate import AccurateMechanism
+from dpsynth.online.blocks import BLOCK_SCHEDULES, NEIGHBOUR_NOTIONS, BlockEngine, block_budget
+from dpsynth.online.paper import PaperMechanism
+
+#: Every algorithm's name (the release metadata calls it ``schedule``).
+MECHANISMS = ("paper", "accurate", *BLOCK_SCHEDULES)
+#: ``mechanism="auto"``: the measured winner (docs/benchmarks.md §12) — adaptive for d ≥ 2 and
+#: under add/remove, accurate for d = 1 under replacement.
+AUTO = "auto"
+
+__all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "Mechanism", "make_mechanism",
+           "resolve_mechanism"]
+
+
+class Mechanism(Protocol):
+    """One online algorithm's private state, as the synthesizer drives it.
+
+    Attributes: ``name`` and ``params`` (release metadata ``schedule`` and
+    ``schedule_params``), ``worst_case_loss`` (checked ≤ ε at construction), and
+    ``counts_records`` (True when time levels are record counts, which are public only under
+    replacement: such mechanisms refuse add/remove and reject explicit steps).
+    """
+
+    name: str
+    params: dict[str, Any]
+    worst_case_loss: float
+    counts_records: bool
+
+    def tick_limit(self, t: int) -> int:
+        """The record count at which the open tick must end whatever the release period."""
+
+    def add(self, addresses: CellIds) -> None:
+        """Records of the open tick (Morton addresses at ``max_depth``)."""
+
+    def end_tick(self, t: int) -> None:
+        """Close the open tick, ``t`` records in all."""
+
+    def release_counts(self, t: int, placement_seed: bytes) -> tuple[int, int, Counts]:
+        """(released size, depth, leaf counts of the 2^depth cells summing to the size)."""
+
+    def depth(self, t: int) -> int | None:
+        """The depth of a release at ``t`` if it is a function of t, else None (the last one)."""
+
+    def extra_metadata(self) -> dict[str, Any]:
+        """Public metadata particular to the mechanism (e.g. the step count)."""
+
+    @property
+    def n_cells(self) -> int:
+        """Cells (or leaves) held."""
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of per-cell state."""
+
+    def state(self) -> dict[str, Any]:
+        """Snapshot entries (no key material)."""
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`state`."""
+
+
+def resolve_mechanism(mechanism: str, d: int, neighbours: str) -> str:
+    """The concrete mechanism of ``"auto"``; any other value unchanged."""
+    if mechanism != AUTO:
+        return mechanism
+    return "adaptive" if d >= 2 or neighbours == "add_remove" else "accurate"
+
+
+def make_mechanism(
+    mechanism: str,
+    *,
+    d: int,
+    epsilon: float,
+    noise: KeyedNoise,
+    clock: TickClock,
+    partition: int,
+    max_depth: int,
+    neighbours: str,
+    schedule: Schedule | None = None,
+    fresh: float = 0.0,
+    alpha: float | None = None,
+    current_shape: str = "last",
+) -> Mechanism:
+    """Build the named mechanism, its budget checked (raises before anything is counted).
+
+    ``schedule`` is the ε allocation of ``mechanism="paper"`` (default: HVZ eq. (5.3) for
+    d ≥ 2, (5.12) for d = 1); ``fresh`` and ``alpha`` apply to ``"accurate"`` only.
+    """
+    if neighbours not in NEIGHBOUR_NOTIONS:
+        raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOUR_NOTIONS}")
+    if mechanism not in MECHANISMS:
+        raise ConfigError(f"mechanism ({mechanism!r}) must be one of {(AUTO, *MECHANISMS)}")
+    if neighbours == "add_remove" and mechanism not in BLOCK_SCHEDULES:
+        raise ConfigError(
+            "neighbours='add_remove' needs mechanism='adaptive' or 'blocks': the time levels of "
+            "the other mechanisms count records, and the record count is private under "
+            "add/remove (docs/privacy.md P9)"
+        )
+    if schedule is not None and mechanism != "paper":
+        raise ConfigError(f"schedule (an ε allocation) applies to mechanism='paper' only, not "
+                          f"{mechanism!r}; drop it")
+    if mechanism != "accurate" and (fresh or alpha is not None):
+        raise ConfigError("fresh and alpha apply to mechanism='accurate' only; drop them")
+    base = ("dpsynth", "partition", partition)
+    if mechanism in BLOCK_SCHEDULES:
+        budget = block_budget(epsilon, neighbours, mechanism)  # privacy: P9
+        return BlockEngine(d, budget, mechanism, noise, (*base, mechanism), max_depth,
+                           current_shape)
+    if mechanism == "accurate":
+        return AccurateMechanism(d, epsilon, clock, noise, (*base, "accurate"), max_depth,
+                                 alpha, fresh)
+    if schedule is None:
+        schedule = paper_schedule(d, epsilon)
+    elif schedule.d != d or schedule.epsilon != float(epsilon):
+        raise ConfigError(
+            f"schedule '{schedule.name}' is for d={schedule.d}, epsilon={schedule.epsilon}; "
+            f"build it with d={d}, epsilon={epsilon}"
+        )
+    return PaperMechanism(d, schedule, clock, noise, (*base, "cells"), max_depth)

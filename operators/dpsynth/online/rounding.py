@@ -1,0 +1,82 @@
+"""Releases of step blocks: pooled piecewise-constant densities and systematic rounding.
+
+Layer: core, post-processing only (privacy: P6, P9). The completed blocks' leaves (each block's
+leaves partition the cube) are merged into Morton intervals at a common depth D; the pooled
+density is rounded to integer cell counts by systematic sampling with a *public* uniform.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def systematic_counts(starts, widths, before, rate, total, u, out):  # type: ignore[no-untyped-def]
+    """Unit j = 1..total lands in the cell where F crosses j − u (F linear inside an interval,
+    slope ``rate`` per cell, F = ``before`` at each interval's start): one pass, O(total + K)."""
+    i = 0
+    last = starts.shape[0] - 1
+    for j in range(1, total + 1):
+        target = j - u
+        while i < last and before[i + 1] < target:
+            i += 1
+        step = rate[i] if rate[i] > 1e-300 else 1e-300
+        offset = np.int64(np.ceil((target - before[i]) / step)) - 1
+        offset = min(max(offset, 0), widths[i] - 1)
+        out[starts[i] + offset] += 1
+
+
+def block_intervals(block: dict[str, Any], depth: int,
+                     floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """A block's leaves as sorted Morton interval starts at ``depth`` and per-cell densities.
+
+    Leaves deeper than ``depth`` (stragglers, :func:`mass_depth`) are merged into their
+    depth-``depth`` ancestor, their mass spread over it.
+    """
+    raw = block["counts"]
+    counts = np.where(raw > floor, raw, 0).astype(np.float64)  # floor 0: clip negatives
+    if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
+        counts *= max(float(block["size"]), 0.0) / counts.sum()
+    leaf_depths = np.minimum(block["depths"], depth)
+    prefixes = block["prefixes"] >> (block["depths"] - leaf_depths).astype(np.uint64)
+    starts = (prefixes << (depth - leaf_depths).astype(np.uint64)).astype(np.int64)
+    starts, inverse = np.unique(starts, return_inverse=True)
+    mass = np.bincount(inverse, weights=counts, minlength=starts.size)
+    widths = np.diff(np.concatenate([starts, [1 << depth]]))
+    return starts, mass / widths
+
+
+def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
+    """The smallest depth below which the block's leaves hold at most ``share`` of its mass.
+
+    PrivTree leaves far below the data are stragglers of empty regions whose counts are
+    noise; their (tiny) mass is kept but spread over their ancestor at the returned depth, so
+    a stray deep leaf does not force a 2^20-cell release. Leaves with real mass (a dense venue)
+    hold far more than 0.1 % and keep their depth.
+    """
+    mass = np.maximum(block["counts"], 0).astype(np.float64)
+    total = mass.sum()
+    if total <= 0:
+        return 0
+    by_depth = np.bincount(block["depths"], weights=mass)
+    deeper = total - np.cumsum(by_depth)  # mass strictly below each depth
+    return int(np.flatnonzero(deeper <= share * total)[0])
+
+
+def pooled_intervals(
+    blocks: list[dict[str, Any]], max_depth: int, floor: float = 0.0
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(D, union interval starts, widths, pooled density, last block's density) at depth D.
+
+    Every block's leaves partition the cube, so each union interval lies in exactly one leaf
+    of every block: its density is the sum of those leaves' densities.
+    """
+    depth = min(max_depth, max(mass_depth(blk) for blk in blocks))
+    per_block = [block_intervals(blk, depth, floor) for blk in blocks]
+    starts = np.unique(np.concatenate([s for s, _ in per_block]))
+    widths = np.diff(np.concatenate([starts, [1 << depth]]))
+    densities = [dens[np.searchsorted(s, starts, side="right") - 1] for s, dens in per_block]
+    return depth, starts, widths, sum(densities), densities[-1]
