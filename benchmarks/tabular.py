@@ -99,7 +99,7 @@ def run_one(domain: Domain, stream: np.ndarray, batch: int, epsilon: float, meth
     """One stream through one synthesizer; metrics averaged over the last ``last`` steps."""
     algo, counter = METHODS[method]
     synth = TabularSynthesizer(domain, epsilon, bench_key(seed), release_every=batch,
-                               method=algo, counter=counter, workloads_per_step=k, **options)
+                               mechanism=algo, counter=counter, workloads_per_step=k, **options)
     w = synth.workloads
     steps = -(-stream.shape[0] // batch)
     if max_steps is not None:

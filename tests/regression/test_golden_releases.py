@@ -121,7 +121,7 @@ TABULAR: dict[str, Callable[[], str]] = {
     "tabular/proposed/simple": lambda: _tabular(),
     "tabular/proposed/block": lambda: _tabular(counter="block", block_size=3),
     "tabular/proposed/unbounded_block": lambda: _tabular(counter="unbounded_block"),
-    "tabular/baseline": lambda: _tabular(method="baseline"),
+    "tabular/baseline": lambda: _tabular(mechanism="baseline"),
     "tabular/proposed/replace": lambda: _tabular(neighbours="replace"),
 }
 
@@ -148,7 +148,7 @@ def _cli_snapshot(tmp: Path) -> str:
     data = tmp / "in.csv"
     rows = _drifting(800, 2, seed=7)
     data.write_text("x,y\n" + "".join(f"{a!r},{b!r}\n" for a, b in rows.tolist()))
-    return _cli(tmp / "out", "snapshot", "--input", str(data), "--method", "pmm",
+    return _cli(tmp / "out", "offline", "--input", str(data), "--mechanism", "pmm",
                 "--out", str(tmp / "out" / "synthetic.csv"))
 
 

@@ -36,11 +36,12 @@ def embedded_release_records(
 ) -> dict[int, list[bytes]]:
     """sequence → encoded records of every release the embedded engine makes on ``points``.
 
-    ``schedule`` None: the synthesizer's default, as the worker without DPSYNTH_SCHEDULE.
+    ``schedule`` None: the synthesizer's default mechanism, as the worker without
+    DPSYNTH_MECHANISM.
     """
     extra: dict[str, Any] = {"neighbours": neighbours}
     if schedule is not None:
-        extra["schedule"] = schedule
+        extra["mechanism"] = schedule
     synth = OnlineSynthesizer(
         points.shape[1], epsilon, bytes.fromhex(key_hex), release_every,
         max_depth=max_depth, partition=partition, **extra,

@@ -251,7 +251,7 @@ def test_run_csv_without_schema_takes_the_header_columns(tmp_path: Path,
     assert summary["t"] == 500
 
 
-@pytest.mark.parametrize("command", ["run", "snapshot"])
+@pytest.mark.parametrize("command", ["run", "offline", "snapshot"])
 def test_a_column_never_disappears_because_of_a_value(tmp_path: Path, no_env_key: None,
                                                       command: str) -> None:
     """Issue 13: the columns come from the header, never from the values. A neighbouring file
@@ -280,7 +280,7 @@ def test_a_column_never_disappears_because_of_a_value(tmp_path: Path, no_env_key
 def test_ndjson_without_schema_is_refused(tmp_path: Path, no_env_key: None) -> None:
     lines = [json.dumps({"u": 0.1, "v": 0.2})] * 50
     (tmp_path / "points.ndjson").write_text("\n".join(lines) + "\n")
-    for command, out in (("run", tmp_path / "run"), ("snapshot", tmp_path / "s.csv")):
+    for command, out in (("run", tmp_path / "run"), ("offline", tmp_path / "s.csv")):
         result = CliRunner().invoke(main, [command, "--input", str(tmp_path / "points.ndjson"),
                                            "--out", str(out)])
         assert result.exit_code == 2 and "--schema" in result.output
@@ -346,6 +346,6 @@ def test_run_refuses_a_bad_key_file_without_echoing_it(
 
 def test_help_lists_the_product_commands() -> None:
     output = _invoke("--help")
-    for command in ("run", "inspect", "eval", "snapshot", "tabular", "worker", "produce",
+    for command in ("run", "inspect", "eval", "offline", "tabular", "worker", "produce",
                     "consume", "demo"):
         assert command in output

@@ -40,7 +40,7 @@ def inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]
 
 def _snapshot(inputs: tuple[Path, Path], out: Path, *args: str) -> str:
     data, schema = inputs
-    result = CliRunner().invoke(main, ["snapshot", "--input", str(data), "--schema", str(schema),
+    result = CliRunner().invoke(main, ["offline", "--input", str(data), "--schema", str(schema),
                                        "--out", str(out), *args])
     assert result.exit_code == 0, result.output
     return result.output
@@ -56,7 +56,7 @@ def test_snapshot_writes_records_in_units_and_metadata(
     inputs: tuple[Path, Path], tmp_path: Path, method: str
 ) -> None:
     out = tmp_path / f"{method}.csv"
-    output = _snapshot(inputs, out, "--method", method, "--epsilon", "2")
+    output = _snapshot(inputs, out, "--mechanism", method, "--epsilon", "2")
     rows = _read_csv(out)
     assert list(rows[0]) == ["lat", "lon", "alt"]
     values = np.array([[float(r[c]) for c in ("lat", "lon", "alt")] for r in rows])
@@ -85,8 +85,8 @@ def test_snapshot_writes_records_in_units_and_metadata(
 def test_same_key_gives_identical_files(inputs: tuple[Path, Path], tmp_path: Path) -> None:
     for method in ("pmm", "psmm", "lowdim"):
         a, b = tmp_path / f"a-{method}.ndjson", tmp_path / f"b-{method}.ndjson"
-        _snapshot(inputs, a, "--method", method)
-        _snapshot(inputs, b, "--method", method)
+        _snapshot(inputs, a, "--mechanism", method)
+        _snapshot(inputs, b, "--mechanism", method)
         assert a.read_bytes() == b.read_bytes()
         first = json.loads(a.read_text().splitlines()[0])
         assert set(first) == {"lat", "lon", "alt"}
@@ -96,19 +96,19 @@ def test_add_remove_hides_n_and_lowdim_refuses_it(
     inputs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "psmm.csv"
-    _snapshot(inputs, out, "--method", "psmm", "--neighbours", "add_remove")
+    _snapshot(inputs, out, "--mechanism", "psmm", "--neighbours", "add_remove")
     meta = json.loads(out.with_name(out.name + ".meta.json").read_text())
     assert meta["neighbours"] == "add_remove" and "records_in" not in meta
     data, schema = inputs
-    result = CliRunner().invoke(main, ["snapshot", "--input", str(data), "--schema", str(schema),
-                                       "--out", str(tmp_path / "x.csv"), "--method", "lowdim",
+    result = CliRunner().invoke(main, ["offline", "--input", str(data), "--schema", str(schema),
+                                       "--out", str(tmp_path / "x.csv"), "--mechanism", "lowdim",
                                        "--neighbours", "add_remove"])
     assert result.exit_code != 0 and "replace" in result.output
 
 
 def test_bad_suffix_is_refused(inputs: tuple[Path, Path], tmp_path: Path) -> None:
     data, schema = inputs
-    result = CliRunner().invoke(main, ["snapshot", "--input", str(data), "--schema", str(schema),
+    result = CliRunner().invoke(main, ["offline", "--input", str(data), "--schema", str(schema),
                                        "--out", str(tmp_path / "x.parquet")])
     assert result.exit_code != 0 and ".csv" in result.output
 
@@ -120,7 +120,7 @@ def test_snapshot_equals_the_library_call(
     """The command is the library mechanism with the same key: no other noise is drawn."""
     data, _ = inputs
     out = tmp_path / f"{method}.csv"
-    _snapshot(inputs, out, "--method", method)
+    _snapshot(inputs, out, "--mechanism", method)
     schema = Schema.from_dict(SCHEMA)
     records = [r for r in _read_csv(data) if r["lat"] != "not-a-number"]
     x = schema.to_unit([{k: float(r[k]) for k in schema.names} for r in records])[0]

@@ -191,15 +191,17 @@ def test_a_data_directory_is_held_by_one_worker(env):
     lock_data_dir(config).close()  # free again
 
 
-def test_schedule_defaults_to_the_synthesizers_and_is_checked(env):
-    from dpsynth.online.mechanism import MECHANISMS as SCHEDULES
-    from dpsynth.stream.settings import default_schedule
+def test_mechanism_setting_and_its_old_name(env):
+    from dpsynth.online.mechanism import MECHANISMS
 
-    assert load_config(env).schedule == default_schedule()
-    for name in SCHEDULES:
-        env["DPSYNTH_SCHEDULE"] = name
-        assert load_config(env).schedule == name
-    env["DPSYNTH_SCHEDULE"] = "greedy"
+    assert load_config(env).mechanism == "auto"  # the synthesizer's default
+    for name in MECHANISMS:
+        env["DPSYNTH_MECHANISM"] = name
+        assert load_config(env).mechanism == name
+    del env["DPSYNTH_MECHANISM"]
+    env["DPSYNTH_SCHEDULE"] = "paper"  # the variable's name before 0.2 still works
+    assert load_config(env).mechanism == "paper"
+    env["DPSYNTH_SCHEDULE"] = "greedy"  # the error names the variable that was set
     with pytest.raises(ConfigError, match="DPSYNTH_SCHEDULE \\('greedy'\\) must be one of"):
         load_config(env)
 
@@ -210,11 +212,11 @@ def test_neighbours_setting_is_validated_and_bound_to_the_state(env):
     assert load_config(env).neighbours == "replace"
     assert "neighbours" not in synthesizer_config(load_config(env))  # older states still load
     env["DPSYNTH_NEIGHBOURS"] = "add_remove"
-    for schedule in ("accurate", "adaptive", "auto"):  # steps of N records reveal the count
-        env["DPSYNTH_SCHEDULE"] = schedule
+    for mechanism in ("accurate", "adaptive", "auto"):  # steps of N records reveal the count
+        env["DPSYNTH_MECHANISM"] = mechanism
         with pytest.raises(ConfigError, match="reveals the private record count"):
             load_config(env)
-    del env["DPSYNTH_SCHEDULE"]
+    del env["DPSYNTH_MECHANISM"]
     env["DPSYNTH_NEIGHBOURS"] = "user"
     with pytest.raises(ConfigError, match=r"DPSYNTH_NEIGHBOURS \('user'\) must be one of"):
         load_config(env)

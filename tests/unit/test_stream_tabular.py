@@ -101,7 +101,7 @@ def test_tabular_settings_are_read_and_defaulted(tmp_path):
     assert config.engine == "tabular" and config.schema is None
     assert config.tabular.domain == DOMAIN and config.d == 4
     assert config.tabular.workloads_per_step == 3
-    assert config.tabular.method in ("proposed", "baseline")
+    assert config.tabular.mechanism in ("proposed", "baseline")
     summary = config.public_summary()
     assert summary["tabular"]["domain_digest"] == DOMAIN.digest()
     assert TEST_KEY_HEX not in repr(summary)
@@ -111,8 +111,9 @@ def test_tabular_settings_are_read_and_defaulted(tmp_path):
     ({"DPSYNTH_DOMAIN_FILE": None}, "DPSYNTH_DOMAIN_FILE is not set: DPSYNTH_ENGINE=tabular"),
     ({"DPSYNTH_DOMAIN_FILE": "/nonexistent/d.json"}, "DPSYNTH_DOMAIN_FILE .* fix the path"),
     ({"DPSYNTH_SCHEMA_FILE": "s.json"}, "unset DPSYNTH_SCHEMA_FILE"),
-    ({"DPSYNTH_ENGINE": "trees"}, "DPSYNTH_ENGINE .* must be 'points' or 'tabular'"),
-    ({"DPSYNTH_TABULAR_METHOD": "mwem"}, "DPSYNTH_TABULAR_METHOD .* must be one of"),
+    ({"DPSYNTH_ENGINE": "trees"}, "DPSYNTH_ENGINE .* must be one of \\('points', 'tabular'\\)"),
+    ({"DPSYNTH_TABULAR_MECHANISM": "mwem"}, "DPSYNTH_TABULAR_MECHANISM .* must be one of"),
+    ({"DPSYNTH_TABULAR_METHOD": "mwem"}, "DPSYNTH_TABULAR_METHOD .* must be one of"),  # old name
     ({"DPSYNTH_TABULAR_COUNTER": "tree"}, "DPSYNTH_TABULAR_COUNTER .* must be one of"),
     ({"DPSYNTH_TABULAR_WORKLOADS_PER_STEP": "0"}, "DPSYNTH_TABULAR_WORKLOADS_PER_STEP"),
     ({"DPSYNTH_ENGINE": None}, "set DPSYNTH_ENGINE=tabular .* or unset DPSYNTH_DOMAIN_FILE"),
@@ -138,7 +139,7 @@ def test_tabular_settings_from_a_toml_file_and_the_environment_wins(tmp_path):
     config = load_config({**env, "DPSYNTH_CONFIG_FILE": str(toml),
                           "DPSYNTH_TABULAR_WORKLOADS_PER_STEP": "4"})
     assert config.engine == "tabular"
-    assert (config.tabular.method, config.tabular.counter) == ("baseline", "block")
+    assert (config.tabular.mechanism, config.tabular.counter) == ("baseline", "block")
     assert config.tabular.workloads_per_step == 4
 
 

@@ -60,3 +60,6 @@ def main() -> None:
 
 for command in (run, inspect, evaluate, demo, snapshot, tabular, worker, produce, consume):
     main.add_command(command)
+#: ``dpsynth snapshot``: the offline command's name before 0.2 ("snapshot" now means saved state).
+main.add_command(click.Command("snapshot", callback=snapshot.callback, params=snapshot.params,
+                               help=snapshot.help, hidden=True))

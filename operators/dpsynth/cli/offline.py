@@ -78,7 +78,7 @@ def write_records(path: Path, schema: Schema, unit_points: np.ndarray) -> None:
             f.writelines(json.dumps(r) + "\n" for r in records)
 
 
-@click.command()
+@click.command(name="offline")
 @click.option("--input", "input_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="CSV with a header, or NDJSON of objects (.gz allowed).")
@@ -86,7 +86,7 @@ def write_records(path: Path, schema: Schema, unit_points: np.ndarray) -> None:
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Schema JSON (schemas/) mapping named columns to [0,1]^d; without it every "
                    "column of the CSV header is a coordinate in [0,1]; NDJSON needs it.")
-@click.option("--method", type=click.Choice(METHODS), default="pmm", show_default=True,
+@click.option("--mechanism", "method", type=click.Choice(METHODS), default="pmm", show_default=True,
               help="pmm: tree + consistency (linear time); psmm: noisy grid + d_BL LP "
                    "(grids up to 2^14 cells); lowdim: private PCA, then PMM/PSMM.")
 @click.option("--epsilon", type=float, default=1.0, show_default=True,

@@ -24,6 +24,7 @@ from dpsynth.eval.report import w1_bracket
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import Release, encode_release, read_release_file, write_release_file
 from dpsynth.schema import ClipReport
+from dpsynth.settings import SynthesisSettings, option_name
 
 BATCH_RECORDS = 2_000  # records per call of OnlineSynthesizer.extend (one progress step)
 PLOT_POINTS = 20_000  # largest number of points drawn per scatter
@@ -219,9 +220,11 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     print_key(console, noise_key)
     key, key_label, is_demo = noise_key.reveal(), noise_key.label(), noise_key.is_demo
     source = load_source(input_path, schema_path, dataset, points, seed, limit)
+    settings = SynthesisSettings.of(epsilon=epsilon, release_every=release_every,
+                                    max_depth=max_depth, mechanism=mechanism,
+                                    neighbours=neighbours, label=option_name)
     options: dict[str, Any] = {"fresh": fresh} if mechanism == "accurate" else {}
-    synth = OnlineSynthesizer(source.d, epsilon, key, release_every, mechanism=mechanism,
-                              max_depth=max_depth, neighbours=neighbours, **options)
+    synth = settings.synthesizer(source.d, key, **options)
     console.print(f"input: {source.label}")
     mechanism = synth.mechanism  # "auto" resolved
     console.print(f"d = {source.d}, ε = {epsilon:g} ({mechanism} mechanism), a release every "

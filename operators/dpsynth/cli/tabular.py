@@ -72,7 +72,8 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 @click.option("--epsilon", type=float, default=1.0, show_default=True)
 @click.option("--release-every", type=int, default=200, show_default=True,
               help="Records per step.")
-@click.option("--method", type=click.Choice(METHODS), default="proposed", show_default=True)
+@click.option("--mechanism", type=click.Choice(METHODS), default="proposed", show_default=True,
+              help="proposed: select-measure-fit (Alg 3); baseline: StreamingMWEM (Alg 2).")
 @click.option("--counter", type=click.Choice(COUNTERS), default="simple", show_default=True)
 @click.option("--k", "k", type=int, default=3, show_default=True,
               help="Workloads selected per step.")
@@ -85,7 +86,7 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
               default=Path("dpsynth-tabular-out"), show_default=True)
 @fail_on_dpsynth_error
 def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
-        release_every: int, method: str, counter: str, k: int, fit: str,
+        release_every: int, mechanism: str, counter: str, k: int, fit: str,
         max_steps: int | None, write_every: int, out: Path) -> None:
     """Stream a table through the synthesizer; write releases, errors and a plot."""
     from dpsynth.cli.common import print_key, resolve_key
@@ -108,8 +109,9 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     noise_key = resolve_key()
     print_key(console, noise_key)
     key = noise_key.reveal()
-    synth = TabularSynthesizer(domain, epsilon, key, release_every=release_every, method=method,
-                               counter=counter, workloads_per_step=k, fit=fit)
+    synth = TabularSynthesizer(domain, epsilon, key, release_every=release_every,
+                               mechanism=mechanism, counter=counter, workloads_per_step=k,
+                               fit=fit)
     out.mkdir(parents=True, exist_ok=True)
     steps = -(-codes.shape[0] // release_every)
     if max_steps is not None:
@@ -143,7 +145,7 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
             writer.writeheader()
             writer.writerows(domain.decode(release.records))
         (out / "release-metadata.json").write_text(json.dumps(release.metadata, indent=1))
-    _plot(rows, out / "errors.png", f"{method} ({counter}), ε={epsilon:g}, B={release_every}")
+    _plot(rows, out / "errors.png", f"{mechanism} ({counter}), ε={epsilon:g}, B={release_every}")
     last = rows[-10:]
     console.print(" ".join(f"{m}={np.mean([r[m] for r in last]):.4f}" for m in METRICS)
                   + f" (mean of the last {len(last)} steps; evaluation uses the true data)")

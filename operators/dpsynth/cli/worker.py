@@ -87,10 +87,8 @@ def warm_up(config: WorkerConfig) -> None:
         return
     import numpy as np
 
-    from dpsynth.online.synthesizer import OnlineSynthesizer
-
-    synth = OnlineSynthesizer(config.d, config.epsilon, bytes(32), 64, config.schedule,
-                              max_depth=min(config.max_depth, 8), partition=0)
+    warm = config.model_copy(update={"release_every": 64, "max_depth": min(config.max_depth, 8)})
+    synth = warm.synthesizer(config.d, bytes(32))
     synth.extend(np.full((256, config.d), 0.5))
     synth.snapshot()
 

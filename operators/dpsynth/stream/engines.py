@@ -109,10 +109,7 @@ def open_engine(config: WorkerConfig, partition: int, snapshot: bytes | None) ->
         return open_tabular_engine(config, partition, snapshot)
     assert config.schema is not None  # load_config requires it for the point engine
     if snapshot is None:
-        synth = OnlineSynthesizer(
-            config.d, config.epsilon, key, config.release_every, config.schedule,
-            max_depth=config.max_depth, partition=partition, neighbours=config.neighbours,
-        )
+        synth = config.synthesizer(config.d, key, partition=partition)
     else:
         synth = OnlineSynthesizer.restore(snapshot, key)
     return PointEngine(synth, config.schema)

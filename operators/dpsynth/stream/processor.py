@@ -79,7 +79,7 @@ def synthesizer_config(config: WorkerConfig) -> dict[str, Any]:
         "epsilon": config.epsilon,
         "release_every": config.release_every,
         "max_depth": config.max_depth,
-        "schedule": config.schedule,
+        "schedule": config.mechanism,  # the key of states written before 0.2
         "key_fingerprint": config.noise_key.fingerprint,
         "schema": config.schema.to_dict(),
     }
@@ -94,7 +94,7 @@ _CONFIG_VARIABLES = {
     "epsilon": "DPSYNTH_EPSILON",
     "release_every": "DPSYNTH_RELEASE_EVERY",
     "max_depth": "DPSYNTH_MAX_DEPTH",
-    "schedule": "DPSYNTH_SCHEDULE",
+    "schedule": "DPSYNTH_MECHANISM",
     "neighbours": "DPSYNTH_NEIGHBOURS",
     "key_fingerprint": "DPSYNTH_NOISE_KEY (fingerprint)",
 }

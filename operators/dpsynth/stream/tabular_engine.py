@@ -4,8 +4,9 @@ Layer: adapter. Everything the worker needs to run :class:`~dpsynth.tabular.synt
 TabularSynthesizer` (Kumar, Strohmer, Vershynin: select-measure-fit over a finite domain, Alg 3,
 or the StreamingMWEM baseline, Alg 2) under the same commit protocol as the point synthesizer:
 
-- :class:`TabularSettings` and :func:`read_tabular_settings`: ``DPSYNTH_DOMAIN_FILE`` (required),
-  ``DPSYNTH_TABULAR_METHOD``, ``DPSYNTH_TABULAR_COUNTER``, ``DPSYNTH_TABULAR_WORKLOADS_PER_STEP``;
+- its settings live in :class:`~dpsynth.stream.settings.WorkerConfig`: ``DPSYNTH_DOMAIN_FILE``
+  (required), ``DPSYNTH_TABULAR_MECHANISM``, ``DPSYNTH_TABULAR_COUNTER``,
+  ``DPSYNTH_TABULAR_WORKLOADS_PER_STEP``;
 - :func:`tabular_public_config`: the public parameters a partition's state is bound to;
 - :class:`TabularEngine`: records are encoded by the domain (a record outside it is
   dead-lettered with a reason naming the attribute, never the value), one time step of the
@@ -21,24 +22,18 @@ context, so two partitions never share noise.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from dpsynth.errors import ConfigError, StateCorruptError
+from dpsynth.errors import StateCorruptError
 from dpsynth.release import encode_tabular_release
 from dpsynth.schema import ClipReport
 from dpsynth.stream.codecs import BatchResult, split_messages
-from dpsynth.tabular.counters import COUNTERS
+from dpsynth.stream.settings import WorkerConfig
 from dpsynth.tabular.domain import Domain
-from dpsynth.tabular.synthesizer import METHODS, TabularSynthesizer
-
-if TYPE_CHECKING:
-    from dpsynth.stream.settings import WorkerConfig
+from dpsynth.tabular.synthesizer import TabularSynthesizer
 
 #: The variable that sets each key of :func:`tabular_public_config` (for the mismatch error).
 TABULAR_VARIABLES = {
@@ -46,7 +41,7 @@ TABULAR_VARIABLES = {
     "domain": "DPSYNTH_DOMAIN_FILE",
     "epsilon": "DPSYNTH_EPSILON",
     "release_every": "DPSYNTH_RELEASE_EVERY",
-    "method": "DPSYNTH_TABULAR_METHOD",
+    "method": "DPSYNTH_TABULAR_MECHANISM",
     "counter": "DPSYNTH_TABULAR_COUNTER",
     "workloads_per_step": "DPSYNTH_TABULAR_WORKLOADS_PER_STEP",
     "key_fingerprint": "DPSYNTH_NOISE_KEY (fingerprint)",
@@ -55,100 +50,24 @@ TABULAR_VARIABLES = {
 }
 
 
-@dataclass(frozen=True)
-class TabularSettings:
-    """The tabular engine's part of the configuration (``DPSYNTH_ENGINE=tabular``)."""
-
-    domain_file: str
-    domain: Domain
-    method: str
-    counter: str
-    workloads_per_step: int
-
-    def summary(self) -> dict[str, Any]:
-        """Loggable form (the domain by file, attribute count and digest)."""
-        return {
-            "domain_file": self.domain_file, "attributes": len(self.domain.attributes),
-            "domain_digest": self.domain.digest(), "method": self.method,
-            "counter": self.counter, "workloads_per_step": self.workloads_per_step,
-        }
-
-
-def _default(name: str) -> Any:
-    return inspect.signature(TabularSynthesizer).parameters[name].default
-
-
-def read_tabular_settings(r: Any) -> TabularSettings:
-    """Read and check the tabular variables through ``config._Reader`` ``r``."""
-    domain_file = r.required(
-        "DPSYNTH_DOMAIN_FILE",
-        "DPSYNTH_ENGINE=tabular needs the finite domain of the records: point it at a domain "
-        "JSON file (format: schemas/domain.v1.json)",
-    )
-    if not Path(domain_file).is_file():
-        raise ConfigError(
-            f"DPSYNTH_DOMAIN_FILE ({domain_file!r}) is not a readable file; fix the path"
-        )
-    try:
-        domain = Domain.from_json_file(domain_file)
-    except ConfigError as e:
-        raise ConfigError(f"DPSYNTH_DOMAIN_FILE ({domain_file!r}): {e}") from None
-    method = r.raw("DPSYNTH_TABULAR_METHOD") or str(_default("method"))
-    if method not in METHODS:
-        raise ConfigError(
-            f"DPSYNTH_TABULAR_METHOD ({method!r}) must be one of {list(METHODS)}"
-        )
-    counter = r.raw("DPSYNTH_TABULAR_COUNTER") or str(_default("counter"))
-    if counter not in COUNTERS:
-        raise ConfigError(
-            f"DPSYNTH_TABULAR_COUNTER ({counter!r}) must be one of {list(COUNTERS)}"
-        )
-    workloads = r.integer(
-        "DPSYNTH_TABULAR_WORKLOADS_PER_STEP", int(_default("workloads_per_step")), 1
-    )
-    return TabularSettings(domain_file, domain, method, counter, workloads)
-
-
-def _settings(config: WorkerConfig) -> TabularSettings:
-    if config.tabular is None:
-        raise ConfigError("DPSYNTH_ENGINE=tabular needs DPSYNTH_DOMAIN_FILE; set it")
-    return config.tabular
-
-
 def new_tabular_synthesizer(
     config: WorkerConfig, partition: int, key: bytes | None = None
 ) -> TabularSynthesizer:
     """A fresh synthesizer of ``partition`` from the configuration (``key``: the run key)."""
-    s = _settings(config)
-    return TabularSynthesizer(
-        s.domain, config.epsilon, config.noise_key.reveal() if key is None else key,
-        release_every=config.release_every, method=s.method, counter=s.counter,
-        workloads_per_step=s.workloads_per_step, partition=partition,
-        neighbours=config.neighbours,
-    )
-
-
-def check_tabular(config: WorkerConfig) -> None:
-    """Build a throwaway synthesizer so that bad ε or tabular settings fail at start."""
-    try:
-        new_tabular_synthesizer(config, 0, key=bytes(32))
-    except ConfigError as e:
-        raise ConfigError(
-            "DPSYNTH_EPSILON / DPSYNTH_RELEASE_EVERY / DPSYNTH_DOMAIN_FILE / "
-            f"DPSYNTH_TABULAR_*: {e}"
-        ) from None
+    return config.tabular_synthesizer(partition, key)
 
 
 def tabular_public_config(config: WorkerConfig) -> dict[str, Any]:
     """The public parameters a tabular partition state is bound to (checked at every load)."""
-    s = _settings(config)
+    s = config.tabular
+    assert s is not None  # load_config checked it
     synth = new_tabular_synthesizer(config, 0, key=bytes(32))
     return {
         "engine": "tabular",
         "domain": s.domain.to_dict(),
         "epsilon": config.epsilon,
         "release_every": config.release_every,
-        "method": s.method,
+        "method": s.mechanism,
         "counter": s.counter,
         "workloads_per_step": s.workloads_per_step,
         "key_fingerprint": config.noise_key.fingerprint,
@@ -214,7 +133,8 @@ def open_tabular_engine(
     config: WorkerConfig, partition: int, snapshot: bytes | None
 ) -> TabularEngine:
     """A fresh engine for ``partition``, or the one restored from ``snapshot``."""
-    s = _settings(config)
+    s = config.tabular
+    assert s is not None  # load_config checked it
     if snapshot is None:
         return TabularEngine(new_tabular_synthesizer(config, partition), s.domain,
                              config.release_every)

@@ -4,13 +4,13 @@ Layer: core. Insertion-only stream of records over a declared finite domain; a s
 ``release_every`` records or at a forced :meth:`TabularSynthesizer.step` (tick marker), and each
 step releases a synthetic table of exactly as many records as seen so far.
 
-``method="proposed"`` (Alg 3, workload version §7.2): per step t, k = ``workloads_per_step``
+``mechanism="proposed"`` (Alg 3, workload version §7.2): per step t, k = ``workloads_per_step``
 rounds of (1) select an unselected 2-way workload by the exponential mechanism on
 ``e_i = ‖q_i(∇f_t + g_{t−1}) − q_i(h_{t,l−1})‖₁/|q_i| − bias_i`` (sensitivity Δ = s/min|q_i|);
 (2) feed q_j(∇f_t) to workload j's counter and measure ``m_j = C_j(t) + r_j``; (3) MW-fit h from
 ``h_{t,l−1}`` to this step's measurements. ``g_t = avg_l h_{t,l}``; for every unselected i,
 ``r_i = q_i(g_t) − C_i(t)`` (Alg 3 lines 17–19, not the inverted §6.2 formula).
-``method="baseline"`` (Alg 2): the same loop on ∇f_t alone with Lap(2k·s/ε) measurements, and
+``mechanism="baseline"`` (Alg 2): the same loop on ∇f_t alone with Lap(2k·s/ε) measurements, and
 ``g_t = g_{t−1} + avg_l h_{t,l}``.
 
 Privacy: ε-DP for the whole stream under the paper's neighbours (one record added or removed
@@ -57,7 +57,7 @@ class TabularSynthesizer:
         Declared domain, total ε for the whole stream, secret noise key (≥ 16 bytes).
     release_every
         A step (and a release) every this many records.
-    method, counter
+    mechanism, counter
         ``"proposed"`` (Alg 3) or ``"baseline"`` (Alg 2); counter of Alg 3: ``"simple"``,
         ``"block"`` (fixed ``block_size``) or ``"unbounded_block"`` (Alg 4).
     workloads_per_step
@@ -93,7 +93,7 @@ class TabularSynthesizer:
         key: bytes,
         *,
         release_every: int,
-        method: str = "proposed",
+        mechanism: str = "proposed",
         counter: str = "simple",
         workloads_per_step: int = 3,
         fit: str = "mw",
@@ -112,7 +112,7 @@ class TabularSynthesizer:
     ) -> None:
         if not isinstance(domain, Domain):
             raise ConfigError("domain must be a dpsynth.tabular.Domain (Domain.from_json_file)")
-        choices = (("method", method, METHODS), ("counter", counter, COUNTERS),
+        choices = (("mechanism", mechanism, METHODS), ("counter", counter, COUNTERS),
                    ("fit", fit, FITS), ("neighbours", neighbours, tuple(NEIGHBOURS)),
                    ("bias", bias, BIASES), ("fit_rule", fit_rule, RULES),
                    ("score", score, SCORES))
@@ -129,7 +129,7 @@ class TabularSynthesizer:
         if len(domain.sizes) < 2:
             raise ConfigError("the domain needs at least 2 attributes (2-way workloads)")
         self.domain, self.epsilon = domain, float(epsilon)
-        self.release_every, self.method, self.counter = release_every, method, counter
+        self.release_every, self.mechanism, self.counter = release_every, mechanism, counter
         self.fit_name, self.neighbours, self.bias = fit, neighbours, bias
         self.block_size, self.support_size = int(block_size), support_size
         self.full_domain_limit, self.fit_passes = int(full_domain_limit), fit_passes
@@ -152,7 +152,7 @@ class TabularSynthesizer:
         self.em_sensitivity = self.s / (float(self.workloads.cells.min()) if score == "mean"
                                         else 1.0)
         self._noise = KeyedNoise(key)
-        self._ctx = ("tabular", partition, method, counter)
+        self._ctx = ("tabular", partition, mechanism, counter)
         self.ledger = StepLedger(self.epsilon)
         self.model = ParticleModel.initial(
             self.workloads, self._noise, ("tabular", partition, "support"),
@@ -174,7 +174,7 @@ class TabularSynthesizer:
         """Everything the state is bound to (no secrets): restore needs the same."""
         return {
             "domain": self.domain.to_dict(), "epsilon": self.epsilon,
-            "release_every": self.release_every, "method": self.method,
+            "release_every": self.release_every, "method": self.mechanism,
             "counter": self.counter, "workloads_per_step": self.workloads_per_step,
             "fit": self.fit_name, "neighbours": self.neighbours, "bias": self.bias,
             "block_size": self.block_size, "support_size": self.support_size,
@@ -187,9 +187,10 @@ class TabularSynthesizer:
     def metadata(self) -> dict[str, Any]:
         """Public release metadata."""
         return {
-            "algorithm": ("paper003-alg3-select-measure-fit" if self.method == "proposed"
+            "algorithm": ("paper003-alg3-select-measure-fit" if self.mechanism == "proposed"
                           else "paper003-alg2-streaming-mwem"),
-            "method": self.method, "counter": self.counter if self.method == "proposed" else None,
+            "method": self.mechanism,
+            "counter": self.counter if self.mechanism == "proposed" else None,
             "epsilon": self.epsilon, "epsilon_per_selection": self.eps_select,
             "epsilon_per_measurement": self.eps_measure, "workloads_per_step": self.k,
             "neighbours": f"{self.neighbours} (one record at one step; event-level on ∇f)",
@@ -221,7 +222,7 @@ class TabularSynthesizer:
         self.steps += 1
         grad = self.workloads.answers(batch)
         self._fit = self._fitter()
-        if self.method == "proposed":
+        if self.mechanism == "proposed":
             weights = self._proposed_step(grad, batch.shape[0])
         else:
             weights = self._baseline_step(grad, batch.shape[0])
@@ -379,6 +380,7 @@ class TabularSynthesizer:
         config = dict(state["config"])
         domain = Domain.from_dict(config.pop("domain"))
         eps = config.pop("epsilon")
+        config["mechanism"] = config.pop("method")  # the snapshot's key for it
         self = cls(domain, eps, key, **config)
         if self._noise.fingerprint() != state["key_fingerprint"]:
             raise StateCorruptError(

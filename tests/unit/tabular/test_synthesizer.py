@@ -32,7 +32,7 @@ def _synth(**kw) -> TabularSynthesizer:
 
 
 CONFIGS = [dict(), dict(counter="block", block_size=3), dict(counter="unbounded_block"),
-           dict(method="baseline"), dict(neighbours="replace", bias="paper"),
+           dict(mechanism="baseline"), dict(neighbours="replace", bias="paper"),
            dict(full_domain_limit=10, support_size=300, rejuvenate_every=2),
            dict(estimator="sample", fit_rule="paper"),
            dict(pooled_marginals=True, score="l1")]
@@ -139,8 +139,8 @@ def test_unselected_remainder_follows_alg3():
 
 
 def test_bad_configuration_and_input():
-    with pytest.raises(ConfigError, match="method"):
-        _synth(method="pgm")
+    with pytest.raises(ConfigError, match="mechanism"):
+        _synth(mechanism="pgm")
     with pytest.raises(ConfigError, match="counter"):
         _synth(counter="tree")
     with pytest.raises(ConfigError, match="release_every"):

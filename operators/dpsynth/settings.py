@@ -1,0 +1,153 @@
+"""Settings shared by the CLI and the worker: one pydantic model of the synthesis parameters.
+
+Layer: adapter (pydantic). :class:`SynthesisSettings` declares each parameter once — its type,
+default and rule — and builds the :class:`~dpsynth.online.OnlineSynthesizer`; the worker's
+:class:`~dpsynth.stream.settings.WorkerConfig` extends it with the Kafka settings, and
+``dpsynth run`` fills it from its options. Every field's environment name is ``DPSYNTH_`` + its
+name in upper case; a bad value is refused with :class:`~dpsynth.errors.ConfigError` naming
+that variable, the value and the rule (never a key: secrets are :class:`~pydantic.SecretStr`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+
+from dpsynth.errors import ConfigError
+from dpsynth.online.mechanism import AUTO, MECHANISMS, NEIGHBOUR_NOTIONS
+from dpsynth.online.synthesizer import DEFAULT_MAX_DEPTH, OnlineSynthesizer
+
+PREFIX = "DPSYNTH_"
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a settings field: ``DPSYNTH_`` + its name in upper case."""
+    return PREFIX + field.upper()
+
+
+def integer(low: int, high: int | None = None) -> BeforeValidator:
+    """An integer in [low, high] (or ≥ low), parsed from text or a number."""
+    def check(value: Any) -> int:
+        try:
+            number = int(str(value).strip()) if not isinstance(value, bool) else None
+        except ValueError:
+            number = None
+        if number is None or number < low or (high is not None and number > high):
+            bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+            raise ValueError(f"must be an integer {bound}; fix it")
+        return number
+    return BeforeValidator(check)
+
+
+def number(low: float, *, strict: bool = False) -> BeforeValidator:
+    """A finite number ≥ low (> low when ``strict``)."""
+    def check(value: Any) -> float:
+        try:
+            x = float(str(value).strip()) if not isinstance(value, bool) else math.nan
+        except ValueError:
+            x = math.nan
+        if not (math.isfinite(x) and (x > low if strict else x >= low)):
+            raise ValueError(f"must be a finite number {'>' if strict else '>='} {low:g}; fix it")
+        return x
+    return BeforeValidator(check)
+
+
+def boolean() -> BeforeValidator:
+    """true/false, yes/no, on/off, 1/0."""
+    def check(value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ValueError("must be true or false")
+    return BeforeValidator(check)
+
+
+def choice(options: tuple[str, ...], *, lower: bool = False) -> BeforeValidator:
+    """One of ``options``."""
+    def check(value: Any) -> str:
+        text = str(value).strip()
+        text = text.lower() if lower else text
+        if text not in options:
+            raise ValueError(f"must be one of {options}")
+        return text
+    return BeforeValidator(check)
+
+
+def matching(test: Callable[[str], bool], rule: str) -> BeforeValidator:
+    """Text for which ``test`` holds; ``rule`` says what is allowed."""
+    def check(value: Any) -> str:
+        text = str(value).strip()
+        if not test(text):
+            raise ValueError(rule)
+        return text
+    return BeforeValidator(check)
+
+
+def option_name(field: str) -> str:
+    """The command-line option of a settings field: ``--release-every``."""
+    return "--" + field.replace("_", "-")
+
+
+def config_error(error: ValidationError, fixes: Mapping[str, str] | None = None, *,
+                 label: Callable[[str], str] = env_name) -> ConfigError:
+    """One :class:`ConfigError` listing every refused setting as ``NAME ('value') rule``.
+
+    Field names are shown by ``label`` (their environment variables by default, or
+    :func:`option_name` for a command line); a missing one as ``NAME is not set`` with its fix
+    from ``fixes``. Secret fields never show their value.
+    """
+    messages = []
+    for item in error.errors():
+        field = str(item["loc"][0]) if item["loc"] else ""
+        name = field if field.startswith(PREFIX) else label(field) if field else ""
+        rule = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "missing":
+            messages.append(f"{name} is not set: {(fixes or {}).get(name, 'set it')}")
+        elif not name:
+            messages.append(rule)
+        elif "KEY" in name:  # privacy: never echo a key
+            messages.append(f"{name} {rule}")
+        else:
+            messages.append(f"{name} ({str(item.get('input'))!r}) {rule}")
+    return ConfigError("; ".join(messages))
+
+
+#: The online algorithm's name (``"auto"`` resolves per d and notion).
+Mechanism = Annotated[str, choice((AUTO, *MECHANISMS))]
+#: The neighbour notion.
+Neighbours = Annotated[str, choice(NEIGHBOUR_NOTIONS)]
+
+
+class SynthesisSettings(BaseModel):
+    """The online synthesizer's public parameters (``DPSYNTH_EPSILON`` … in the worker)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    epsilon: Annotated[float, number(0.0, strict=True)]
+    release_every: Annotated[int, integer(1)] = 1000
+    max_depth: Annotated[int, integer(0, 63)] = DEFAULT_MAX_DEPTH
+    mechanism: Mechanism = AUTO
+    neighbours: Neighbours = "replace"
+
+    @classmethod
+    def of(cls, *, label: Callable[[str], str] = env_name, **values: Any) -> SynthesisSettings:
+        """Validated settings, or a :class:`ConfigError` naming every bad one by ``label``."""
+        try:
+            return cls(**values)
+        except ValidationError as e:
+            raise config_error(e, label=label) from None
+
+    def synthesizer(self, d: int, key: bytes, *, partition: int = 0,
+                    **options: Any) -> OnlineSynthesizer:
+        """The :class:`OnlineSynthesizer` of these settings (``options``: placement, fresh…)."""
+        return OnlineSynthesizer(
+            d, self.epsilon, key, self.release_every, self.mechanism, self.max_depth,
+            partition=partition, neighbours=self.neighbours, **options,
+        )
