@@ -1,16 +1,13 @@
 """The declared domain of the records: named numeric columns with bounds, mapped to [0,1]^d.
 
-Layer: core. A :class:`Schema` is a tuple of :class:`Column` s, each with a declared interval
-[lower, upper]. ``to_unit`` maps a batch of records (a list of mappings, or an n×d array with the
-columns in schema order) affinely onto [0,1]^d; ``from_unit`` maps points back to the original
-units. DESIGN §3 "Bad input": a value outside its bounds is clipped to the nearest bound and
-*counted* per column (:class:`ClipReport`, an operational metric, never part of a release); a
-record with a missing field, a non-numeric value, NaN or ±inf is rejected: ``to_unit`` raises
-:class:`~dpsynth.errors.SchemaError`, ``split_valid`` lets the valid rows through and returns the
-rejects with a reason for the dead-letter topic. Reasons and messages name the record index, the
-field and the rule broken, never the value (STYLE §3.6). The file format is described by
-``schemas/record-schema.v1.json``. The bounds are declared, never learned from the data: a
-data-dependent domain would leak.
+Layer: core. A :class:`Schema` is a tuple of :class:`Column` s with declared intervals
+[lower, upper] (``schemas/record-schema.v1.json``), never learned from the data: a
+data-dependent domain would leak. ``to_unit`` maps records affinely onto [0,1]^d, ``from_unit``
+back. DESIGN §3 "Bad input": a value outside its bounds is clipped and *counted*
+(:class:`ClipReport`, an operational metric, never released); a missing field, a non-numeric
+value, NaN or ±inf rejects the record (``to_unit`` raises :class:`~dpsynth.errors.SchemaError`,
+``split_valid`` returns the rejects with a reason naming the index, field and rule, never the
+value).
 
 >>> schema = Schema.from_dict({"version": 1, "columns": [
 ...     {"name": "lat", "lower": 40.5, "upper": 40.95},
@@ -43,6 +40,7 @@ SCHEMA_VERSIONS = (1,)
 _SCHEMA_KEYS = {"version", "columns", "name", "$schema"}
 _COLUMN_KEYS = {"name", "lower", "upper"}
 _MISSING = object()  # marks a field absent from a record
+_NONFINITE = "field {!r} must be finite (NaN and ±inf are rejected)"
 
 
 def _is_real(value: object) -> bool:
@@ -323,7 +321,7 @@ class Schema:
                 reasons: list[str | None] = [None] * len(values)
                 for i, j in zip(*np.nonzero(bad), strict=True):
                     if reasons[i] is None:
-                        reasons[i] = _reason_nonfinite(self.columns[j].name)
+                        reasons[i] = _NONFINITE.format(self.columns[j].name)
                 return values, reasons
             if records.dtype.kind != "O":
                 raise SchemaError(
@@ -383,7 +381,7 @@ def _fill_column(out: np.ndarray, column: list[Any], name: str, reasons: list[st
             pass
         else:
             for i in np.nonzero(~np.isfinite(out))[0].tolist():
-                reasons[i] = reasons[i] or _reason_nonfinite(name)
+                reasons[i] = reasons[i] or _NONFINITE.format(name)
             return
     for i, v in enumerate(column):
         if reasons[i] is not None:  # keep the first rule broken, in column order
@@ -398,8 +396,4 @@ def _fill_column(out: np.ndarray, column: list[Any], name: str, reasons: list[st
             except OverflowError:  # a finite int beyond float64: clipped like any other
                 out[i] = np.finfo(np.float64).max * (1 if v > 0 else -1)
             if not math.isfinite(out[i]):
-                reasons[i] = _reason_nonfinite(name)
-
-
-def _reason_nonfinite(name: str) -> str:
-    return f"field {name!r} must be finite (NaN and ±inf are rejected)"
+                reasons[i] = _NONFINITE.format(name)

@@ -11,6 +11,7 @@ that variable, the value and the rule (never a key: secrets are :class:`~pydanti
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
@@ -151,3 +152,13 @@ class SynthesisSettings(BaseModel):
             d, self.epsilon, key, self.release_every, self.mechanism, self.max_depth,
             partition=partition, neighbours=self.neighbours, **options,
         )
+
+
+def bootstrap_of(broker: str) -> str:
+    """``kafka://a:9092;kafka://b:9092`` or ``a:9092,b:9092`` → ``a:9092,b:9092``.
+
+    >>> bootstrap_of("kafka://k1:9092;kafka://k2:9092")
+    'k1:9092,k2:9092'
+    """
+    parts = [p.strip() for p in re.split(r"[;,]", broker) if p.strip()]
+    return ",".join(p.split("://", 1)[1] if "://" in p else p for p in parts)

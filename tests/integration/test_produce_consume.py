@@ -22,8 +22,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from benchmarks.accuracy import drifting_blobs
-from dpsynth.cli.io import consume, produce
+from dpsynth.cli.consume import consume
+from dpsynth.cli.produce import produce
+from dpsynth.datasets import drifting_blobs
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import encode_release
 from dpsynth.schema import Schema

@@ -33,10 +33,10 @@ RELEASE_EVERY = 1000
 
 
 def _expected(points: np.ndarray, partition: int = 0, max_depth: int = 12,
-              schedule: str | None = None) -> dict:
+              mechanism: str | None = None) -> dict:
     per_sequence = embedded_release_records(
         points, epsilon=1.0, release_every=RELEASE_EVERY, max_depth=max_depth,
-        run_id="test-run", partition=partition, mechanism=schedule,
+        run_id="test-run", partition=partition, mechanism=mechanism,
     )
     return {(partition, s): r for s, r in per_sequence.items()}
 
@@ -80,7 +80,7 @@ def test_1e5_records_in_batches_equal_the_embedded_engine(kafka_bootstrap, tmp_p
 
 
 def test_one_record_per_message_equals_the_embedded_engine(kafka_bootstrap, tmp_path):
-    """Also the other ε schedule ("paper"; the other tests use the synthesizer's default)."""
+    """Also the other mechanism ("paper"; the other tests use the synthesizer's default)."""
     n = 5000
     points = np.random.default_rng(2).random((n, 2))
     topics = unique_topics("e2e-single")

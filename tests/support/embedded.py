@@ -31,17 +31,16 @@ def embedded_release_records(
     run_id: str,
     partition: int,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
-    schedule: str | None = None,
+    mechanism: str | None = None,
     neighbours: str = "replace",
 ) -> dict[int, list[bytes]]:
     """sequence → encoded records of every release the embedded engine makes on ``points``.
 
-    ``schedule`` None: the synthesizer's default mechanism, as the worker without
-    DPSYNTH_MECHANISM.
+    ``mechanism`` None: the synthesizer's default, as the worker without DPSYNTH_MECHANISM.
     """
     extra: dict[str, Any] = {"neighbours": neighbours}
-    if schedule is not None:
-        extra["mechanism"] = schedule
+    if mechanism is not None:
+        extra["mechanism"] = mechanism
     synth = OnlineSynthesizer(
         points.shape[1], epsilon, bytes.fromhex(key_hex), release_every,
         max_depth=max_depth, partition=partition, **extra,

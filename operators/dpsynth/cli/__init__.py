@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import click
 
+from dpsynth.cli.consume import consume
 from dpsynth.cli.demo import demo
 from dpsynth.cli.inspect import evaluate, inspect
-from dpsynth.cli.io import consume, produce
 from dpsynth.cli.offline import snapshot
+from dpsynth.cli.produce import produce
 from dpsynth.cli.run import run
 from dpsynth.cli.tabular import tabular
 from dpsynth.cli.worker import worker

@@ -21,6 +21,7 @@ name                        what it computes
 from __future__ import annotations
 
 from dpsynth.eval.queries import BOX_SIDES, random_boxes, range_counts, relative_range_error
+from dpsynth.eval.sliced import w1_sliced_lower
 from dpsynth.eval.w1 import (
     W1Estimate,
     default_tree_depth,
@@ -28,7 +29,6 @@ from dpsynth.eval.w1 import (
     iid_floor_generated,
     level_diameters,
     w1_exact,
-    w1_sliced_lower,
     w1_tree_upper,
 )
 

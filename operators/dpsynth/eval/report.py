@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from dpsynth.eval.queries import random_boxes, relative_range_error
-from dpsynth.eval.w1 import default_tree_depth, iid_floor, w1_exact, w1_sliced_lower, w1_tree_upper
+from dpsynth.eval.sliced import w1_sliced_lower
+from dpsynth.eval.w1 import default_tree_depth, iid_floor, w1_exact, w1_tree_upper
 
 
 def tree_depth(n: int, m: int, d: int) -> int:

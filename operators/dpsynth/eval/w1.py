@@ -34,10 +34,6 @@ METRICS = ("chebyshev", "euclidean")
 #: Default depth cap of the tree bound (route() supports up to 63 levels).
 MAX_DEFAULT_DEPTH = 60
 
-#: Elements of the largest temporary array the sliced bound builds at once (≈ 32 MB of float64).
-_BLOCK_ELEMENTS = 1 << 22
-
-
 @dataclass(frozen=True)
 class W1Estimate:
     """An exact W1 value and how it was obtained.
@@ -281,96 +277,6 @@ def w1_tree_upper(
     np.add.at(atoms, inverse.ravel(), weights)
     total += diam[r] / 2.0 * int(np.abs(atoms).sum())
     return float(total / (n * m))
-
-
-def _projections(d: int, n_projections: int, metric: str, seed: int) -> np.ndarray:
-    """The d coordinate axes, then ``n_projections`` random directions, as columns (d × k).
-
-    Random directions are Gaussian vectors normalised to unit dual norm: ‖θ‖_1 = 1 for ℓ∞,
-    ‖θ‖_2 = 1 for ℓ2. Then |⟨θ, p − q⟩| ≤ ‖θ‖_* ‖p − q‖ = ‖p − q‖ (Hölder).
-    """
-    g = _rng(seed).standard_normal((d, n_projections))
-    dual = np.abs(g).sum(axis=0) if metric == "chebyshev" else np.sqrt((g**2).sum(axis=0))
-    return np.concatenate([np.eye(d), g / dual], axis=1)
-
-
-def _w1_1d_sorted(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """W1 of each column pair of column-sorted samples, ∫_0^1 |F^-1(t) − G^-1(t)| dt, exactly.
-
-    The quantile functions are step functions with jumps at i/n and j/m. In units of 1/(n·m)
-    the jumps are i·m and j·n; on the piece [a, b) between consecutive jumps the quantile
-    indices are a // m and a // n.
-    """
-    n, m = xs.shape[0], ys.shape[0]
-    if n == m:
-        return np.abs(xs - ys).mean(axis=0)
-    cuts = np.union1d(np.arange(n + 1, dtype=np.int64) * m, np.arange(m + 1, dtype=np.int64) * n)
-    a, lengths = cuts[:-1], np.diff(cuts) / (n * m)
-    return lengths @ np.abs(xs[a // m] - ys[a // n])
-
-
-def w1_sliced_lower(
-    x: Points,
-    y: Points,
-    *,
-    n_projections: int = 200,
-    seed: int = 0,
-    metric: str = "chebyshev",
-    reduce: str = "max",
-) -> float:
-    """Sliced lower bound on W1 between the empirical measures of ``x`` and ``y``.
-
-    For a direction θ with dual norm 1 (‖θ‖_1 = 1 for ℓ∞, ‖θ‖_2 = 1 for ℓ2), the projection
-    p ↦ ⟨θ, p⟩ is 1-Lipschitz from (R^d, ``metric``) to R, because |⟨θ, p − q⟩| ≤
-    ‖θ‖_1‖p − q‖_∞ (resp. ‖θ‖_2‖p − q‖_2). Pushing any coupling of μ and ν forward gives a
-    coupling of the projections that costs no more, so W1(θ#μ, θ#ν) ≤ W1(μ, ν) for each θ
-    separately: the maximum over directions, and a fortiori their mean, are deterministic
-    lower bounds (no probability involved). Note that the classical sliced distance with unit
-    ℓ2 directions bounds the ℓ2 W1 only; for ℓ∞ it is not a valid bound (‖·‖_2 ≥ ‖·‖_∞),
-    hence the ℓ1-normalised directions here.
-
-    The directions are the d coordinate axes (each marginal W1 is a lower bound for both
-    metrics) plus ``n_projections`` Gaussian directions normalised to unit dual norm. Each
-    projection's W1 is exact: ∫_0^1 |F^-1 − G^-1| over the sorted samples, any n, m.
-
-    Parameters
-    ----------
-    x, y
-        Point sets of the same dimension.
-    n_projections
-        Number of random directions (besides the d axes).
-    seed
-        Seed of the random directions.
-    metric
-        ``"chebyshev"`` (ℓ∞) or ``"euclidean"`` (ℓ2): the W1 being bounded.
-    reduce
-        ``"max"`` (the default: the tightest bound) or ``"mean"`` over all directions (the
-        sliced Wasserstein distance; smaller, but smoother across seeds).
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> w1_sliced_lower([[0.1, 0.1]], [[0.4, 0.2]])   # the x-axis attains the ℓ∞ distance
-    0.3
-    """
-    xa, ya = _as_pair(x, y)
-    _check_metric(metric)
-    if reduce not in ("max", "mean"):
-        raise ValueError(f"`reduce` ({reduce!r}) must be 'max' or 'mean'")
-    if n_projections < 0:
-        raise ValueError(f"`n_projections` ({n_projections}) must be non-negative")
-    theta = _projections(xa.shape[1], n_projections, metric, seed)
-    n, m, k = xa.shape[0], ya.shape[0], theta.shape[1]
-    block = max(1, _BLOCK_ELEMENTS // (n + m))
-    values = np.empty(k)
-    for s in range(0, k, block):
-        cols = theta[:, s : s + block]
-        xs, ys = np.sort(xa @ cols, axis=0), np.sort(ya @ cols, axis=0)
-        values[s : s + block] = _w1_1d_sorted(xs, ys)
-    return float(values.max() if reduce == "max" else values.mean())
 
 
 def iid_floor(

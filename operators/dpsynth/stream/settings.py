@@ -36,6 +36,7 @@ from dpsynth.settings import (
     Mechanism,
     SynthesisSettings,
     boolean,
+    bootstrap_of,
     choice,
     config_error,
     env_name,
@@ -229,16 +230,6 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
         out["key_fingerprint"] = self.noise_key.fingerprint
         out["d"] = self.d
         return out
-
-
-def bootstrap_of(broker: str) -> str:
-    """``kafka://a:9092;kafka://b:9092`` or ``a:9092,b:9092`` → ``a:9092,b:9092``.
-
-    >>> bootstrap_of("kafka://k1:9092;kafka://k2:9092")
-    'k1:9092,k2:9092'
-    """
-    parts = [p.strip() for p in re.split(r"[;,]", broker) if p.strip()]
-    return ",".join(p.split("://", 1)[1] if "://" in p else p for p in parts)
 
 
 def _known() -> set[str]:

@@ -17,8 +17,7 @@ Privacy: ε-DP for the whole stream under the paper's neighbours (one record add
 at one step; ``neighbours="replace"`` doubles every sensitivity s). Each step spends ε/(2k) per
 selection and per counter/measurement (:func:`dpsynth.accounting.select_measure_split`),
 checked at construction and charged at run time on a :class:`~dpsynth.accounting.StepLedger`.
-All randomness is derived from ``key``: same key and input give identical releases. The record
-count per step is public (as |f_t| in §4.2.1 and the release schedule).
+All randomness is derived from ``key``. The record count per step is public (§4.2.1).
 """
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ METHODS = ("proposed", "baseline")
 FITS = ("mw", "pgm")
 NEIGHBOURS = {"add_remove": 1.0, "replace": 2.0}
 BIASES = ("none", "paper", "scaled")
-SCORES = ("mean", "l1")
-ESTIMATORS = ("alg3", "sample")
+SCORES, ESTIMATORS = ("mean", "l1"), ("alg3", "sample")
 _SNAPSHOT_KIND = "dpsynth.tabular.v1"
 
 
@@ -380,7 +378,7 @@ class TabularSynthesizer:
         config = dict(state["config"])
         domain = Domain.from_dict(config.pop("domain"))
         eps = config.pop("epsilon")
-        config["mechanism"] = config.pop("method")  # the snapshot's key for it
+        config["mechanism"] = config.pop("method")
         self = cls(domain, eps, key, **config)
         if self._noise.fingerprint() != state["key_fingerprint"]:
             raise StateCorruptError(
