@@ -12,7 +12,7 @@ Layer: adapter (benchmark; confluent-kafka, Faust, subprocesses). One run agains
        Faust table (``store="rocksdb://"``, changelog topic included) — the straightforward
        design; topic A;
    (b) ``faust-noop``: a Faust agent that only iterates the events; topic A;
-   (c) ``dpsynth-1``: ``python -m dpsynth.stream worker`` on topic A (d = 2, ε = 1, a release
+   (c) ``dpsynth-1``: ``python -m dpsynth worker`` on topic A (d = 2, ε = 1, a release
        every 10^4 records, the worker's defaults otherwise: depth 20, fsync on commit);
    (d) ``dpsynth-1000``: the same worker on topic B;
    (e) ``raw``: a confluent-kafka consumer that consumes topic A (no decoding);

@@ -1,6 +1,6 @@
 """The worker with the tabular engine (``DPSYNTH_ENGINE=tabular``) on a real broker and RocksDB.
 
-Every test runs ``python -m dpsynth.stream worker`` as a subprocess on fresh topics and compares
+Every test runs ``python -m dpsynth worker`` as a subprocess on fresh topics and compares
 the synthetic topic with the embedded ``TabularSynthesizer(..., partition=p)`` fed the same
 records under the same key (``tests.support.tabular``): byte-identical records, every
 release exactly once. A crash uses the commit protocol's crash points (``DPSYNTH_CRASH_AT``); a

@@ -1,6 +1,6 @@
 """The worker end to end on a real broker: releases byte-identical to the embedded engine's.
 
-Every test runs ``python -m dpsynth.stream worker`` as a subprocess on fresh topics, feeds it
+Every test runs ``python -m dpsynth worker`` as a subprocess on fresh topics, feeds it
 msgpack records and compares the synthetic topic with ``OnlineSynthesizer(..., partition=p)``
 fed the same points under the same key (``dpsynth.testing.kafka``).
 """

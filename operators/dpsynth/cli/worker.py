@@ -1,12 +1,12 @@
 """``dpsynth worker``: start the Faust worker from the ``DPSYNTH_*`` configuration.
 
-Layer: adapter. Also reachable without the main CLI as ``python -m dpsynth.stream worker``.
+Layer: adapter. Also reachable as ``python -m dpsynth worker``.
 
 Example (a local broker from ``deploy/kafka-local.sh start``)::
 
     export DPSYNTH_BROKER=127.0.0.1:9092 DPSYNTH_SCHEMA_FILE=schema.json DPSYNTH_EPSILON=1
     export DPSYNTH_NOISE_KEY_FILE=/run/secrets/dpsynth-key DPSYNTH_DATA_DIR=/data
-    dpsynth worker            # or: python -m dpsynth.stream worker --config worker.toml
+    dpsynth worker            # or: python -m dpsynth worker --config worker.toml
 
 Before Faust starts, the command checks the configuration, that the three topics exist, and that
 no other worker uses the data directory; every failure prints what to fix and exits with 2.
@@ -129,11 +129,3 @@ def worker(config_file: str | None) -> None:
         run_worker(config)
     except DpsynthError as e:
         raise StartError(str(e)) from None
-
-
-@click.group()
-def main() -> None:
-    """dpsynth stream worker commands."""
-
-
-main.add_command(worker)

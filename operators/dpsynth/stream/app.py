@@ -32,8 +32,9 @@ from faust.types import TP, EventT, StreamT
 from dpsynth.stream.crash import CrashPoints
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.processor import InputMessage, PartitionProcessor, Sink
+from dpsynth.stream.replay import make_replay
 from dpsynth.stream.settings import WorkerConfig
-from dpsynth.stream.sink import KafkaSink, make_replay
+from dpsynth.stream.sink import KafkaSink
 from dpsynth.stream.store import PartitionStore
 
 log = logging.getLogger(__name__)

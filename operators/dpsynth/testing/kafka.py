@@ -238,7 +238,7 @@ _SAMPLE = re.compile(r'^(\w+)\{partition="(\d+)"\} (\S+)$')
 
 
 class WorkerProcess:
-    """``python -m dpsynth.stream worker`` as a subprocess, with its log in a file."""
+    """``python -m dpsynth worker`` as a subprocess, with its log in a file."""
 
     def __init__(self, env: Mapping[str, str], log_path: Path) -> None:
         self.env = {**os.environ, **env}
@@ -251,7 +251,7 @@ class WorkerProcess:
         """Start the worker (appends to the log file)."""
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "dpsynth.stream", "worker"],
+            [sys.executable, "-m", "dpsynth", "worker"],
             env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
         )
         return self
