@@ -158,6 +158,11 @@ class OnlineSynthesizer:
         self._last: Release | None = None
 
     @property
+    def open_records(self) -> int:
+        """Records since the latest step or tick end that released (the open step)."""
+        return self._open
+
+    @property
     def n_cells(self) -> int:
         """Cells created so far, over all depths."""
         return self._mechanism.n_cells

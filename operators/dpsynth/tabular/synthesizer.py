@@ -202,10 +202,9 @@ class TabularSynthesizer:
     def add(self, codes: np.ndarray) -> None:
         """Add records (int codes, shape (n, p)) to the open step; nothing is released."""
         arr = self.domain.check_codes(codes)
-        if arr.shape[0]:
-            self._pending.append(arr)
-            self._n_pending += arr.shape[0]
-            self.records_seen += arr.shape[0]
+        self._pending.append(arr)
+        self._n_pending += arr.shape[0]
+        self.records_seen += arr.shape[0]
 
     def extend(self, codes: np.ndarray) -> list[TabularRelease]:
         """Add records (int codes, shape (n, p)); a step every ``release_every`` records.
@@ -232,12 +231,15 @@ class TabularSynthesizer:
                 out.append(self.step())
         return out
 
+    @property
+    def pending_records(self) -> int:
+        """Records of the open step."""
+        return self._n_pending
+
     def tick(self) -> TabularRelease | None:
         """A public tick marker: end the step and release; under replacement only when the
         step holds records (None otherwise), under add/remove always (docs/privacy.md P11)."""
-        if self.neighbours == "replace" and not self._n_pending:
-            return None
-        return self.step()
+        return None if self.neighbours == "replace" and not self._n_pending else self.step()
 
     def step(self) -> TabularRelease:
         """End the current step now (on a public clock) and return its release."""
@@ -262,8 +264,6 @@ class TabularSynthesizer:
                                   passes=self.fit_passes)
         meta = self.metadata()
         return TabularRelease(self.steps - 1, self.steps, records, meta)
-
-    # -- the two algorithms -----------------------------------------------------------------
 
     def _scores(self, target: list[np.ndarray], h: np.ndarray, open_: list[int]) -> np.ndarray:
         answers = self.model.answers(h)
@@ -337,8 +337,7 @@ class TabularSynthesizer:
         return base + np.mean(history, axis=0)
 
     def _fitter(self) -> Any:
-        """This step's fit: ``model.fit`` (MW) or a fresh :class:`PGMFit` (warm start within
-        the step only, so snapshots need no PGM state)."""
+        """This step's fit: ``model.fit`` (MW) or a fresh :class:`PGMFit` (no PGM state)."""
         if self.fit_name == "mw":
             return self.model.fit
         return PGMFit(self.model, stddev=float(np.sqrt(2.0)) * self.s / self.eps_measure)
