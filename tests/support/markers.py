@@ -101,3 +101,50 @@ def embedded_tabular_from_input(
     return {int(r.sequence): encode_tabular_release(
         r, run_id=run_id, partition=partition, max_chunk_bytes=max_chunk_bytes)
         for r in releases}
+
+
+# -- against a real broker ----------------------------------------------------------------------
+
+
+def input_values(bootstrap: str, topic: str, partition: int = 0) -> list[bytes | None]:
+    """The values of one input partition, in offset order (records and tick markers)."""
+    from dpsynth.testing.kafka import read_topic
+
+    return [r.value for r in sorted(read_topic(bootstrap, topic), key=lambda r: r.offset)
+            if r.partition == partition]
+
+
+def committed_watermark(data_dir: Any, partition: int = 0, run_id: str = RUN_ID) -> int:
+    """The watermark a stopped worker committed for ``partition`` (−1: no state)."""
+    from pathlib import Path
+
+    from dpsynth.stream.store import PartitionStore
+
+    with PartitionStore(Path(data_dir) / "state" / f"p{partition}", partition=partition,
+                        run_id=run_id, sync=False) as store:
+        state = store.load()
+    return -1 if state is None else state.watermark
+
+
+def counted_through(n: int, end_offset: int, partition: str = "0") -> Any:
+    """A /metrics predicate: t = n and the committed watermark at or past ``end_offset``
+    (a message after the data — a tick marker — was applied and committed)."""
+    def predicate(m: dict[str, dict[str, float]]) -> bool:
+        return (m.get("dpsynth_t", {}).get(partition) == n
+                and m.get("dpsynth_watermark", {}).get(partition, -1) >= end_offset)
+    return predicate
+
+
+def expected_through(full: dict[tuple[int, int], list[bytes]],
+                     committed: dict[tuple[int, int], list[bytes]],
+                     records: list[Any]) -> dict[tuple[int, int], list[bytes]]:
+    """The releases a stopped worker must have published: the reference over its whole input
+    partition, cut after the highest sequence on the output topic, which must cover every
+    release of the committed part of the input (markers after the last commit may or may not
+    have been applied before the stop)."""
+    published = {int(r.key.decode().rsplit("/", 1)[1]) for r in records if r.key}
+    top = max(published, default=0)
+    out = {k: v for k, v in full.items() if k[1] <= top}
+    missing = sorted(set(committed) - set(out))
+    assert not missing, f"releases of committed input missing from the topic: {missing[:5]}"
+    return out
