@@ -74,7 +74,7 @@ class MarkerKey:
 
     def accepts(self, marker: Marker, partition: int) -> bool:
         """True for a marker of this run and partition with a valid tag."""
-        return (marker.run_id == self.run_id and marker.partition == partition
+        return (marker.run_id == self.run_id and marker.partition == partition  # privacy: P11
                 and hmac.compare_digest(marker.tag, self.tag(partition, marker.at_ms)))
 
 
