@@ -153,8 +153,20 @@ def _cli_snapshot(tmp: Path) -> str:
                 "--out", str(tmp / "out" / "synthetic.csv"))
 
 
+def _cli_run_time_steps(tmp: Path) -> str:
+    data = tmp / "in.csv"
+    rows = _drifting(900, 2, seed=8)
+    times = np.linspace(0.0, 99.0, 900)[::-1]  # the file is not in time order
+    data.write_text("ts,x,y\n" + "".join(f"{t!r},{a!r},{b!r}\n" for t, (a, b) in
+                                         zip(times.tolist(), rows.tolist(), strict=True)))
+    return _cli(tmp / "out", "run", "--input", str(data), "--neighbours", "add_remove",
+                "--time-column", "ts", "--time-origin", "0", "--time-period", "10",
+                "--time-end", "120", "--w1-points", "200", "--out", str(tmp / "out"))
+
+
 COMMANDS: dict[str, Callable[[Path], str]] = {
-    "cli/run": _cli_run, "cli/snapshot-pmm": _cli_snapshot}
+    "cli/run": _cli_run, "cli/snapshot-pmm": _cli_snapshot,
+    "cli/run-time-steps-add-remove": _cli_run_time_steps}
 CASES: dict[str, Callable[..., str]] = {**ONLINE, **OFFLINE, **TABULAR, **COMMANDS}
 
 
