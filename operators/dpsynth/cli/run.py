@@ -227,8 +227,9 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 @click.option("--w1-points", type=click.IntRange(min=100), default=5000, show_default=True,
               help="Exact W1 of the final release on at most this many points (subsampled "
                    "beyond, and summary.json says so).")
-@click.option("--run-id", default="local", show_default=True,
-              help="run_id written in every release record.")
+@click.option("--run-id", default=None,
+              help="run_id written in every release record (default run-<key fingerprint>, "
+                   "one per key: docs/privacy.md P13).")
 @click.option("--mechanism",
               type=click.Choice(["auto", "accurate", "paper", "adaptive", "blocks"]),
               default="auto", show_default=True,
@@ -245,7 +246,7 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 @fail_on_dpsynth_error
 def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
         seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
-        out: Path, w1_points: int, run_id: str, mechanism: str, neighbours: str,
+        out: Path, w1_points: int, run_id: str | None, mechanism: str, neighbours: str,
         time_column: str | None, time_origin: str | None, time_period: float | None,
         time_end: str | None, fresh: float) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
@@ -262,6 +263,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     noise_key = resolve_key()
     print_key(console, noise_key)
     key, key_label, is_demo = noise_key.reveal(), noise_key.label(), noise_key.is_demo
+    run_id = run_id or f"run-{noise_key.fingerprint}"  # privacy: P13 (one run id per key)
     source = load_source(input_path, schema_path, dataset, points, seed, limit,
                          time_column=time_column)
     settings = SynthesisSettings.of(

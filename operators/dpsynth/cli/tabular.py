@@ -138,7 +138,8 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
                                                               codes.shape[0]), **metrics})
             if (t + 1) % write_every == 0 or t == steps - 1:
                 write_release_file(out / f"release-{release.step:06d}.tabular",
-                                   encode_tabular_release(release, run_id="tabular-run",
+                                   encode_tabular_release(release,
+                                                          run_id=f"run-{noise_key.fingerprint}",
                                                           partition=0))
             progress.advance(task)
     with open(out / "errors.csv", "w", newline="", encoding="utf-8") as f:
