@@ -196,13 +196,14 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
               show_default=True,
               help="replace: the papers' notion (t public). add_remove is refused here: "
                    "steps of --release-every records would reveal the private count.")
-@click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=0.0, show_default=True,
-              help="accurate: budget share of a fresh counter, so releases move within a level.")
+@click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=None,
+              help="accurate: budget share of a fresh counter, so releases move within a level "
+                   "[default: 0.3].")
 @fail_on_dpsynth_error
 def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
         seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
         out: Path, w1_points: int, run_id: str, mechanism: str, neighbours: str,
-        fresh: float) -> None:
+        fresh: float | None) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
 
     The default input is a generated stream of 20,000 points from drifting Gaussian blobs.
@@ -223,7 +224,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     settings = SynthesisSettings.of(epsilon=epsilon, release_every=release_every,
                                     max_depth=max_depth, mechanism=mechanism,
                                     neighbours=neighbours, label=option_name)
-    options: dict[str, Any] = {"fresh": fresh} if mechanism == "accurate" else {}
+    options: dict[str, Any] = {"fresh": fresh} if fresh is not None else {}
     synth = settings.synthesizer(source.d, key, **options)
     console.print(f"input: {source.label}")
     mechanism = synth.mechanism  # "auto" resolved

@@ -37,6 +37,7 @@ def block_intervals(block: dict[str, Any], depth: int,
     depth-``depth`` ancestor, their mass spread over it.
     """
     raw = block["counts"]
+    floor = float(block.get("floor", floor))  # step summaries carry their own noise floor
     counts = np.where(raw > floor, raw, 0).astype(np.float64)  # floor 0: clip negatives
     if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
         counts *= max(float(block["size"]), 0.0) / counts.sum()
@@ -66,17 +67,48 @@ def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
     return int(np.flatnonzero(deeper <= share * total)[0])
 
 
-def pooled_intervals(
+def union_densities(
     blocks: list[dict[str, Any]], max_depth: int, floor: float = 0.0
-) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(D, union interval starts, widths, pooled density, last block's density) at depth D.
+) -> tuple[int, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """(D, union interval starts, widths, each block's density on them) at depth D.
 
     Every block's leaves partition the cube, so each union interval lies in exactly one leaf
-    of every block: its density is the sum of those leaves' densities.
+    of every block.
     """
     depth = min(max_depth, max(mass_depth(blk) for blk in blocks))
     per_block = [block_intervals(blk, depth, floor) for blk in blocks]
     starts = np.unique(np.concatenate([s for s, _ in per_block]))
     widths = np.diff(np.concatenate([starts, [1 << depth]]))
     densities = [dens[np.searchsorted(s, starts, side="right") - 1] for s, dens in per_block]
+    return depth, starts, widths, densities
+
+
+def pooled_intervals(
+    blocks: list[dict[str, Any]], max_depth: int, floor: float = 0.0
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(D, union interval starts, widths, pooled density, last block's density) at depth D:
+    the pooled density is the sum of the blocks' densities."""
+    depth, starts, widths, densities = union_densities(blocks, max_depth, floor)
     return depth, starts, widths, sum(densities), densities[-1]
+
+
+def refined_shape(summaries: list[dict[str, Any]], depth: int, starts: np.ndarray,
+                  widths: np.ndarray, reference: np.ndarray, floor: float = 0.0) -> np.ndarray:
+    """Density on the union grid: each summary leaf's mass spread inside the leaf like
+    ``reference`` (uniformly where the reference has no mass in that leaf).
+
+    The open block's step summaries are fresh but coarse; the latest block is fine but may be
+    stale. This keeps the fresh mass of every coarse region (so drift moves the release) and
+    borrows the fine detail inside it (so a stable stream keeps its venues). Post-processing.
+    """
+    out = np.zeros(starts.size)
+    ref_mass = reference * widths
+    for blk in summaries:
+        leaf_starts, leaf_density = block_intervals(blk, depth, floor)
+        leaf = np.searchsorted(leaf_starts, starts, side="right") - 1
+        leaf_width = np.diff(np.concatenate([leaf_starts, [1 << depth]]))
+        inside = np.bincount(leaf, weights=ref_mass, minlength=leaf_starts.size)[leaf]
+        leaf_mass = (leaf_density * leaf_width)[leaf]
+        spread = np.divide(reference, inside, out=np.zeros(starts.size), where=inside > 0)
+        out += np.where(inside > 0, leaf_mass * spread, leaf_density[leaf])
+    return out
