@@ -60,10 +60,12 @@ from dpsynth.online.privtree import (
     privtree_params,
 )
 from dpsynth.online.rounding import (
+    density_at,
+    empty_shape,
+    fold_refined,
+    mass_depth,
     pooled_intervals,
-    refined_shape,
     systematic_counts,
-    union_densities,
 )
 
 #: adaptive releases drop PrivTree leaves whose noisy count is at most this many noise scales:
@@ -122,6 +124,8 @@ class BlockEngine:
         self._step_counts: list[int] = []  # open block: true count of each completed step
         self.blocks: list[dict[str, Any]] = []  # completed blocks: leaves and size estimate
         self.step_summaries: list[dict[str, Any]] = []  # the open block's steps (ε_o each)
+        self._steps_depth = 0  # deepest mass depth of the step summaries (a release cache)
+        self._folded: tuple[int, int, tuple[np.ndarray, np.ndarray]] | None = None  # cache
         self._masses: tuple[Any, ...] | None = None  # release cache: (D, intervals, densities)
         if schedule == "adaptive":
             privtree_params(budget.structure, max_depth=max_depth)  # fails early if impossible
@@ -180,9 +184,10 @@ class BlockEngine:
         if self.step == (2 << b) - 1:  # the last step of block b
             self.blocks.append(self._summarise(b))
             self._open, self._step_counts, self._masses = [], [], None
-            self.step_summaries = []
+            self.step_summaries, self._steps_depth, self._folded = [], 0, None
         elif self.budget.steps > 0:
             self.step_summaries.append(self._summarise_step(step_records))
+            self._steps_depth = max(self._steps_depth, mass_depth(self.step_summaries[-1]))
 
     # -- private quantities ------------------------------------------------------------------
 
@@ -287,16 +292,18 @@ class BlockEngine:
         if not self.blocks or total == 0:
             return 0, np.array([total], np.int64)
         floor = LEAF_FLOOR_SCALES / self.budget.counts if self.schedule == "adaptive" else 0.0
-        if self.step_summaries:  # the open block's own shape: one grid for blocks and steps
-            depth, starts, widths, dens = union_densities(
-                self.blocks + self.step_summaries, self.max_depth, floor)
-            pooled, last = sum(dens[:len(self.blocks)]), dens[len(self.blocks) - 1]
-            steps = refined_shape(self.step_summaries, depth, starts, widths, last, floor)
-        else:
-            if self._masses is None:  # completed blocks change only at a block's end: cache
-                self._masses = pooled_intervals(self.blocks, self.max_depth, floor)
-            depth, starts, widths, pooled, last = self._masses
-            steps = np.zeros_like(pooled)
+        deepest = max([mass_depth(blk) for blk in self.blocks] + [self._steps_depth])
+        depth = min(self.max_depth, deepest)
+        if self._masses is None or self._masses[0] != depth:  # blocks change at a block's end
+            self._masses = pooled_intervals(self.blocks, self.max_depth, floor, depth)
+        _, starts, widths, pooled, last = self._masses
+        steps = np.zeros_like(pooled)
+        if self.step_summaries:  # the open block's own shape, folded one step at a time
+            step_starts, step_density = self._open_shape(depth, (starts, last), floor)
+            grid = np.unique(np.concatenate([starts, step_starts]))
+            pooled, last = density_at(starts, pooled, grid), density_at(starts, last, grid)
+            steps = density_at(step_starts, step_density, grid)
+            starts, widths = grid, np.diff(np.concatenate([grid, [1 << depth]]))
         density = pooled
         for reference in self._shapes(steps, last, pooled):
             ref_mass = float((reference * widths).sum())
@@ -312,6 +319,18 @@ class BlockEngine:
         counts = np.zeros(1 << depth, np.int64)
         systematic_counts(starts, widths, before, density * scale, total, u, counts)
         return depth, counts
+
+    def _open_shape(self, depth: int, reference: tuple[np.ndarray, np.ndarray],
+                    floor: float) -> tuple[np.ndarray, np.ndarray]:
+        """The open block's step summaries folded into one shape (cached; a new depth or a
+        new block starts the fold again)."""
+        if self._folded is None or self._folded[0] != depth:
+            self._folded = (depth, 0, empty_shape())
+        _, done, shape = self._folded
+        for summary in self.step_summaries[done:]:
+            shape = fold_refined(shape, summary, depth, reference, floor)
+        self._folded = (depth, len(self.step_summaries), shape)
+        return shape
 
     def _shapes(self, steps: np.ndarray, last: np.ndarray,
                 pooled: np.ndarray) -> list[np.ndarray]:
@@ -340,6 +359,8 @@ class BlockEngine:
         self._step_counts = [int(c) for c in state["step_counts"]]
         self.blocks = [dict(blk) for blk in state["blocks"]]
         self.step_summaries = [dict(blk) for blk in state.get("step_summaries", [])]
+        self._steps_depth = max([mass_depth(blk) for blk in self.step_summaries], default=0)
+        self._folded = None
 
     @property
     def nbytes(self) -> int:
