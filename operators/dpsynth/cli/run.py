@@ -189,9 +189,9 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 @click.option("--mechanism",
               type=click.Choice(["auto", "accurate", "paper", "adaptive", "blocks"]),
               default="auto", show_default=True,
-              help="auto: adaptive for d >= 2 or add/remove, else accurate (the measured "
-                   "winners); adaptive: PrivTree histograms of doubling step blocks; blocks: "
-                   "PMM ones; accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1.")
+              help="auto: adaptive (the measured winner for every d); adaptive: PrivTree "
+                   "histograms of doubling step blocks; blocks: PMM ones; accurate: GLS-pooled "
+                   "per-level histograms; paper: HVZ Alg 1.")
 @click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
               show_default=True,
               help="replace: the papers' notion (t public). add_remove is refused here: "
