@@ -8,26 +8,15 @@ each one's PYTHONPATH, alternately (docs/benchmarks.md §13):
 from __future__ import annotations
 
 import sys
-import time
 
-import numpy as np
-
-from dpsynth.datasets import load_gowalla
-from dpsynth.online.synthesizer import OnlineSynthesizer
+from benchmarks.drift import Case, online_release, stream_prefix
 
 
-def records_per_second(data: str, notion: str, n: int = 100_000, every: int = 500) -> float:
+def records_per_second(data: str, notion: str, n: int = 100_000) -> float:
     """One run of the default (``mechanism="auto"``) over ``n`` records of ``data``."""
-    x = load_gowalla()[:n] if data == "gowalla" else np.random.default_rng(0).random((n, 2))
-    synth = OnlineSynthesizer(2, 1.0, bytes(32), every, neighbours=notion)
-    start = time.perf_counter()
-    if notion == "replace":
-        synth.extend(x)
-    else:  # public time: a step after every batch
-        for lo in range(0, len(x), every):
-            synth.add(x[lo:lo + every])
-            synth.step()
-    return len(x) / (time.perf_counter() - start)
+    case = Case(data, 2, n, "auto", 1.0, notion, seed=0)
+    x = stream_prefix(case)
+    return len(x) / online_release(case, x)[1]
 
 
 if __name__ == "__main__":

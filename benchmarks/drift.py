@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 from statistics import median
@@ -156,6 +156,5 @@ def run_panel(cases: list[Case], json_path: Path | None = None,
     rows = summarise(cases, run_cases(cases, workers))
     print_rows(rows)
     if json_path is not None:
-        json_path.write_text(json.dumps({"cases": [asdict(c) for c in cases[:1]],
-                                         "rows": rows}, indent=1))
+        json_path.write_text(json.dumps({"rows": rows}, indent=1))
     return rows

@@ -53,12 +53,7 @@ from dpsynth.online.block_budget import (  # noqa: F401 (re-exported)
     BlockBudget,
     block_budget,
 )
-from dpsynth.online.privtree import (
-    noisy_leaf_counts,
-    privtree_histogram,
-    privtree_leaves,
-    privtree_params,
-)
+from dpsynth.online.privtree import privtree_histogram, privtree_params
 from dpsynth.online.rounding import (
     density_at,
     empty_shape,
@@ -124,6 +119,7 @@ class BlockEngine:
         self._step_counts: list[int] = []  # open block: true count of each completed step
         self.blocks: list[dict[str, Any]] = []  # completed blocks: leaves and size estimate
         self.step_summaries: list[dict[str, Any]] = []  # the open block's steps (ε_o each)
+        self._blocks_depth = 0  # deepest mass depth of the blocks (a release cache)
         self._steps_depth = 0  # deepest mass depth of the step summaries (a release cache)
         self._folded: tuple[int, int, tuple[np.ndarray, np.ndarray]] | None = None  # cache
         self._masses: tuple[Any, ...] | None = None  # release cache: (D, intervals, densities)
@@ -183,6 +179,7 @@ class BlockEngine:
         b = block_of(self.step)
         if self.step == (2 << b) - 1:  # the last step of block b
             self.blocks.append(self._summarise(b))
+            self._blocks_depth = max(self._blocks_depth, mass_depth(self.blocks[-1]))
             self._open, self._step_counts, self._masses = [], [], None
             self.step_summaries, self._steps_depth, self._folded = [], 0, None
         elif self.budget.steps > 0:
@@ -212,13 +209,9 @@ class BlockEngine:
         records = np.concatenate(self._open) if self._open else np.zeros(0, np.uint64)
         cells, weights = np.unique(records, return_counts=True)
         if self.schedule == "adaptive":
-            params = privtree_params(self.budget.structure, max_depth=self.max_depth)
-            depths, prefixes = privtree_leaves(
-                cells, weights, params, self._noise, context, address_depth=self.max_depth,
-            )
-            counts = noisy_leaf_counts(
-                cells, weights, depths, prefixes, self.budget.counts,
-                self._noise, context, address_depth=self.max_depth,
+            depths, prefixes, counts = privtree_histogram(
+                cells, weights, self.budget.structure, self.budget.counts, self._noise, context,
+                max_depth=self.max_depth,
             )
             if size_var > 0:  # pool the Binary Mechanism total with the leaf sum
                 leaf_var = depths.size * discrete_laplace_variance(1.0 / self.budget.counts)
@@ -292,8 +285,7 @@ class BlockEngine:
         if not self.blocks or total == 0:
             return 0, np.array([total], np.int64)
         floor = LEAF_FLOOR_SCALES / self.budget.counts if self.schedule == "adaptive" else 0.0
-        deepest = max([mass_depth(blk) for blk in self.blocks] + [self._steps_depth])
-        depth = min(self.max_depth, deepest)
+        depth = min(self.max_depth, max(self._blocks_depth, self._steps_depth))
         if self._masses is None or self._masses[0] != depth:  # blocks change at a block's end
             self._masses = pooled_intervals(self.blocks, self.max_depth, floor, depth)
         _, starts, widths, pooled, last = self._masses
@@ -359,6 +351,7 @@ class BlockEngine:
         self._step_counts = [int(c) for c in state["step_counts"]]
         self.blocks = [dict(blk) for blk in state["blocks"]]
         self.step_summaries = [dict(blk) for blk in state.get("step_summaries", [])]
+        self._blocks_depth = max([mass_depth(blk) for blk in self.blocks], default=0)
         self._steps_depth = max([mass_depth(blk) for blk in self.step_summaries], default=0)
         self._folded = None
 

@@ -67,30 +67,21 @@ def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
     return int(np.flatnonzero(deeper <= share * total)[0])
 
 
-def union_densities(
+def pooled_intervals(
     blocks: list[dict[str, Any]], max_depth: int, floor: float = 0.0, depth: int | None = None
-) -> tuple[int, np.ndarray, np.ndarray, list[np.ndarray]]:
-    """(D, union interval starts, widths, each block's density on them) at depth D (by default
-    the deepest :func:`mass_depth`, at most ``max_depth``).
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(D, union interval starts, widths, pooled density, last block's density) at depth D (by
+    default the deepest :func:`mass_depth`, at most ``max_depth``).
 
     Every block's leaves partition the cube, so each union interval lies in exactly one leaf
-    of every block.
+    of every block: the pooled density is the sum of those leaves' densities.
     """
     if depth is None:
         depth = min(max_depth, max(mass_depth(blk) for blk in blocks))
     per_block = [block_intervals(blk, depth, floor) for blk in blocks]
     starts = np.unique(np.concatenate([s for s, _ in per_block]))
     widths = np.diff(np.concatenate([starts, [1 << depth]]))
-    densities = [dens[np.searchsorted(s, starts, side="right") - 1] for s, dens in per_block]
-    return depth, starts, widths, densities
-
-
-def pooled_intervals(
-    blocks: list[dict[str, Any]], max_depth: int, floor: float = 0.0, depth: int | None = None
-) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(D, union interval starts, widths, pooled density, last block's density) at depth D:
-    the pooled density is the sum of the blocks' densities."""
-    depth, starts, widths, densities = union_densities(blocks, max_depth, floor, depth)
+    densities = [density_at(s, dens, starts) for s, dens in per_block]
     return depth, starts, widths, sum(densities), densities[-1]
 
 
