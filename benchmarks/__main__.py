@@ -9,6 +9,9 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
     §1–§12);
 ``kafka``
     the Kafka operator from produce to release (§8);
+``drift``
+    accuracy under drift: every mechanism against offline PMM on stationary and drifting
+    streams (§13);
 ``tabular`` and ``tabular-report``
     paper 003's Adult tables (§11).
 """
@@ -243,6 +246,33 @@ def bench_report(out: Path) -> None:
     (out / "summary.md").write_text(table)
     click.echo(table)
 
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(v) for v in text.split(","))
+
+
+@main.command(name="drift")
+@click.option("--streams", default=",".join(("uniform", "moving_blob", "rotating_ring",
+                                             "regime_switch", "gowalla")), show_default=True)
+@click.option("--d", "ds", default="1,2,3", show_default=True)
+@click.option("--t", "ts", default="4000,20000,100000", show_default=True)
+@click.option("--epsilons", default="1,4", show_default=True)
+@click.option("--mechanisms", default="adaptive,blocks,accurate,paper", show_default=True,
+              help="auto is adaptive (docs/benchmarks.md §13).")
+@click.option("--notions", default="replace,add_remove", show_default=True)
+@click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+def drift_bench(streams: str, ds: str, ts: str, epsilons: str, mechanisms: str, notions: str,
+                seeds: int, workers: int, json_path: Path | None) -> None:
+    """Accuracy under drift: every mechanism against offline PMM (docs/benchmarks.md §13)."""
+    from benchmarks.drift import panel_cases, run_panel
+
+    cases = panel_cases(tuple(streams.split(",")), tuple(int(v) for v in ds.split(",")),
+                        tuple(int(v) for v in ts.split(",")), tuple(mechanisms.split(",")),
+                        _floats(epsilons), tuple(notions.split(",")), seeds)
+    run_panel(cases, json_path, workers)
 
 if __name__ == "__main__":
     main()

@@ -92,6 +92,56 @@ def drifting_blobs(n: int, seed: int = 0, *, d: int = 2, blobs: int = 4) -> np.n
     return np.clip(x, 0.0, 1.0)
 
 
+def moving_blob(n: int, seed: int = 0, *, d: int = 2, width: float = 0.05) -> np.ndarray:
+    """A Gaussian blob (σ = ``width``) whose centre moves along x from 0.2 to 0.8 over the
+    stream, the other coordinates at 0.5 (issue 14's drifting stream). Clipped to [0,1]^d."""
+    rng = np.random.default_rng(seed)
+    centre = np.full((n, d), 0.5)
+    centre[:, 0] = np.linspace(0.2, 0.8, n)
+    return np.clip(centre + rng.normal(0.0, width, (n, d)), 0.0, 1.0)
+
+
+def rotating_ring(n: int, seed: int = 0, *, d: int = 2) -> np.ndarray:
+    """A blob travelling once round a ring of radius 0.3 (angle 2πi/n ± 0.3 rad): its mean
+    circles the centre. d = 1 keeps the x coordinate (a swing); d > 2 adds N(0.5, 0.05)s."""
+    rng = np.random.default_rng(seed)
+    angle = 2 * np.pi * np.arange(n) / max(n, 1) + rng.normal(0.0, 0.3, n)
+    radius = 0.3 + rng.normal(0.0, 0.02, n)
+    ring = 0.5 + radius[:, None] * np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    extra = rng.normal(0.5, 0.05, (n, max(d - 2, 0)))
+    return np.clip(np.concatenate([ring, extra], axis=1)[:, :d], 0.0, 1.0)
+
+
+def regime_switch(n: int, seed: int = 0, *, d: int = 2) -> np.ndarray:
+    """Two regimes: the first half around (0.25, …), the second around (0.75, …) (σ = 0.07),
+    with a tenth of uniform background throughout — an abrupt change of distribution."""
+    rng = np.random.default_rng(seed)
+    centre = np.where(np.arange(n) < n // 2, 0.25, 0.75)[:, None]
+    x = centre + rng.normal(0.0, 0.07, (n, d))
+    background = rng.random(n) < 0.1
+    x[background] = rng.random((int(background.sum()), d))
+    return np.clip(x, 0.0, 1.0)
+
+
+def gowalla_prefix(n: int, seed: int = 0, *, d: int = 2) -> np.ndarray:
+    """The first ``n`` Gowalla check-ins in time order (:func:`load_gowalla`); d = 1 keeps the
+    longitude. ``seed`` is unused (the data are fixed)."""
+    if d > 2:
+        raise ConfigError(f"Gowalla has 2 coordinates; d = {d} is not available")
+    return load_gowalla()[:n, :d]
+
+
+#: Generated streams by name, ``f(n, seed, d=...)``: stationary (uniform) and drifting ones.
+STREAMS = {
+    "uniform": lambda n, seed=0, *, d=2: uniform_stream(n, d, seed),
+    "moving_blob": moving_blob,
+    "rotating_ring": rotating_ring,
+    "regime_switch": regime_switch,
+    "drifting_blobs": drifting_blobs,
+    "gowalla": gowalla_prefix,
+}
+
+
 def morton_decode(cells: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
     """(x, y) of Z-order cell ids of ``bits`` bits: bit 2i is bit i of x, bit 2i+1 of y."""
     cells = np.asarray(cells, dtype=np.int64)

@@ -121,7 +121,8 @@ def test_P8_level_end_noise_has_the_scheduled_scale() -> None:
             calls.append((scale, tuple(context)))
             return super().discrete_laplace_at(scale, context, streams, events)
 
-    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=100, mechanism="accurate")
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=100, mechanism="accurate",
+                              fresh=0.0)
     spy = Spy(KEY)
     synth._noise = spy
     synth._mechanism.tree._noise = spy
@@ -136,7 +137,8 @@ def test_P8_level_end_noise_has_the_scheduled_scale() -> None:
 
 
 def test_without_fresh_the_splits_move_only_at_level_ends() -> None:
-    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=100, mechanism="accurate")
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=100, mechanism="accurate",
+                              fresh=0.0)
     fresh = OnlineSynthesizer(
         d=2, epsilon=1.0, key=KEY, release_every=100, mechanism="accurate", fresh=0.1
     )

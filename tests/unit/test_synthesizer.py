@@ -183,7 +183,8 @@ def test_d2_cells_ignore_history_but_d1_cells_replay_it() -> None:
 
 
 def test_epsilon_below_one_releases_uniform_root_before_t0() -> None:
-    synth = OnlineSynthesizer(d=2, epsilon=0.01, key=KEY, release_every=20)  # t_0 = 100
+    synth = OnlineSynthesizer(d=2, epsilon=0.01, key=KEY, release_every=20,
+                              mechanism="accurate")  # time levels: t_0 = 100
     early = synth.extend(blobs(99, 2, 7))
     assert all(r.depth == 0 and r.leaf_counts.tolist() == [r.t] for r in early)
     assert isinstance(early[0], Release)

@@ -233,22 +233,23 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 @click.option("--mechanism",
               type=click.Choice(["auto", "accurate", "paper", "adaptive", "blocks"]),
               default="auto", show_default=True,
-              help="auto: adaptive for d >= 2 or add/remove, else accurate (the measured "
-                   "winners); adaptive: PrivTree histograms of doubling step blocks; blocks: "
-                   "PMM ones; accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1.")
+              help="auto: adaptive (the measured winner for every d); adaptive: PrivTree "
+                   "histograms of doubling step blocks; blocks: PMM ones; accurate: GLS-pooled "
+                   "per-level histograms; paper: HVZ Alg 1.")
 @click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
               show_default=True,
               help="replace: the papers' notion (t public). add_remove: the count is private; "
                    "needs steps from a declared time column (--time-column …).")
 @time_options
-@click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=0.0, show_default=True,
-              help="accurate: budget share of a fresh counter, so releases move within a level.")
+@click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=None,
+              help="accurate: budget share of a fresh counter, so releases move within a level "
+                   "[default: 0.3].")
 @fail_on_dpsynth_error
 def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
         seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
         out: Path, w1_points: int, run_id: str | None, mechanism: str, neighbours: str,
         time_column: str | None, time_origin: str | None, time_period: float | None,
-        time_end: str | None, fresh: float) -> None:
+        time_end: str | None, fresh: float | None) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
 
     The default input is a generated stream of 20,000 points from drifting Gaussian blobs.
@@ -268,9 +269,9 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
                          time_column=time_column)
     settings = SynthesisSettings.of(
         epsilon=epsilon, release_every=release_every, max_depth=max_depth,
-        mechanism="adaptive" if steps is not None and mechanism == "auto" else mechanism,
+        mechanism=mechanism,
         neighbours=neighbours, label=option_name)
-    options: dict[str, Any] = {"fresh": fresh} if mechanism == "accurate" else {}
+    options: dict[str, Any] = {"fresh": fresh} if fresh is not None else {}
     synth = settings.synthesizer(source.d, key, **options)
     console.print(f"input: {source.label}")
     mechanism = synth.mechanism  # "auto" resolved

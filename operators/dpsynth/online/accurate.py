@@ -13,9 +13,12 @@ variants of HVZ Alg 1 ("CD500": its §2 variants (c) and (d)), with the optional
   level's size n_i = t_{i+1} − t_i, which is public, these form a complete hierarchical
   histogram. :func:`gls_tree` computes its exact generalised-least-squares estimate (bottom-up
   inverse-variance averaging, top-down distribution of the discrepancy to the known root).
-* **Pooling**: each node keeps A_c = Σ_i (n_i / V_{j,i}) · x_{c,i} over completed levels; a
-  release splits every parent's count between its children in the proportions of their clipped
-  A (equal split when both are 0), rounding half up — a data-independent rule. Exactly t points.
+* **Pooling**: each node keeps A_c = Σ_i x_{c,i} over completed levels, an unbiased estimate of
+  its count in the prefix whatever the stream does (issue 14: the former inverse-variance
+  weights n_i/V_{j,i} assumed a stationary stream and, as V → 0 at large ε, let one early level
+  decide the shape); a release splits every parent's count between its children in the
+  proportions of their clipped A (equal split when both are 0), rounding half up — a
+  data-independent rule. Exactly t points.
 * **Fresh option**: a Binary Mechanism over the ticks of the current level with a share f of
   each cell's budget enters the pooling as one more tree whose root (records so far in the
   level) is public, so releases move within a level. Without it, releases change only at level
@@ -41,6 +44,11 @@ from dpsynth.clock import TickClock, level_of, level_start
 from dpsynth.counters.binary import binary_levels, node_noise
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
+
+#: The default share f of each cell's budget for the open level's Binary Mechanism: without it
+#: the open level, up to half of the records, is invisible and a drifting stream is drawn where
+#: it was (issue 14; tuned on the moving blob and uniform streams, docs/benchmarks.md §13).
+DEFAULT_FRESH = 0.3
 
 
 def default_alpha(d: int) -> float:
@@ -202,7 +210,7 @@ class AccurateTree:
             noisy.append(self.level_counts[j - 1] + lam)  # privacy: P8
             variances.append(discrete_laplace_variance(scale))
         for j, estimate in enumerate(gls_tree(noisy, variances, level_size), start=1):
-            self.pooled[j - 1] += (level_size / variances[j - 1]) * estimate
+            self.pooled[j - 1] += estimate  # the prefix's counts: unbiased whatever the drift
         for counts in self.level_counts:
             counts[:] = 0
         self.tick_in_level = 0
@@ -224,8 +232,7 @@ class AccurateTree:
             )
             noisy.append(self.level_counts[j - 1] + bm)  # privacy: P8 (fresh share)
             variances.append(bin(step).count("1") * discrete_laplace_variance(scale))
-        estimates = gls_tree(noisy, variances, level_so_far)
-        return [(level_so_far / v) * x for x, v in zip(estimates, variances, strict=True)]
+        return gls_tree(noisy, variances, level_so_far)
 
     def leaf_counts(self, t: int, depth: int, r: int, level_so_far: int) -> Counts:
         """Consistent leaf counts of a release at time t (root t, depth ``depth``)."""

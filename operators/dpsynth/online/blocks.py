@@ -15,8 +15,16 @@ may spend the whole per-record budget on its own data (privacy: P9):
   ``blocks``: offline PMM on the block (dissertation Alg 4 with the normalised σ_j of (3.7),
   Σ_j 1/σ_j = ε_s + ε_c), its depth r = ⌈log2(ε ñ)⌉ from the block's *noisy* size ñ.
 
+* **open-block step summaries** (``current_shape="steps"``, the default): at the end of every
+  step that does not close its block, a PrivTree histogram of *that step's* records at ε_o
+  (30 % decisions, 70 % counts). A record lies in one step, so this costs ε_o once.
+
 A release is post-processing (P6): the completed blocks' histograms, each scaled to its size
-estimate, plus the open block's size times their pooled shape; materialised at the deepest leaf
+estimate, plus the open block's size times a shape: the sum of the open block's step summaries
+(``"steps"``: each step leaf's fresh mass, spread inside the leaf like the latest block, so the
+release follows the stream as it moves, nothing stays biased under drift, and it tends to the
+true prefix as ε grows), the latest block's (``"last"``) or all blocks'
+(``"pooled"``) — the last two are kept for reproduction. Materialised at the deepest leaf
 depth D and rounded to integers by systematic sampling with a *public* uniform, so the counts sum
 to the released size exactly (t under replacement; the noisy total under add/remove).
 
@@ -28,87 +36,36 @@ of the *same* block — group privacy of two, so each block runs at ε/2.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dpsynth._types import CellIds, Counts
 from dpsynth.consistency import make_consistent
-from dpsynth.errors import BudgetExceededError, ConfigError
+from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
-from dpsynth.online.privtree import noisy_leaf_counts, privtree_leaves, privtree_params
-from dpsynth.online.rounding import pooled_intervals, systematic_counts
+from dpsynth.online.block_budget import (  # noqa: F401 (re-exported)
+    BLOCK_SCHEDULES,
+    CURRENT_SHAPES,
+    NEIGHBOUR_NOTIONS,
+    STEP_SHARE,
+    STEP_STRUCTURE_SHARE,
+    BlockBudget,
+    block_budget,
+)
+from dpsynth.online.privtree import privtree_histogram, privtree_params
+from dpsynth.online.rounding import (
+    density_at,
+    empty_shape,
+    fold_refined,
+    mass_depth,
+    pooled_intervals,
+    systematic_counts,
+)
 
-NEIGHBOUR_NOTIONS = ("replace", "add_remove")
 #: adaptive releases drop PrivTree leaves whose noisy count is at most this many noise scales:
 #: an empty leaf's clipped noise is phantom mass (≈ half a scale each, hundreds of leaves).
 LEAF_FLOOR_SCALES = 2.0
-BLOCK_SCHEDULES = ("adaptive", "blocks")
-
-
-@dataclass(frozen=True)
-class BlockBudget:
-    """Per-block budgets and the worst-case loss of one neighbouring change (privacy: P9).
-
-    ``size`` ε_n (open-block Binary Mechanism), ``structure`` ε_s (PrivTree decisions),
-    ``counts`` ε_c (leaf counts; for ``blocks`` the PMM gets ε_s + ε_c).
-    """
-
-    neighbours: str
-    epsilon: float
-    size: float
-    structure: float
-    counts: float
-    worst_case_loss: float
-
-
-def block_budget(
-    epsilon: float,
-    neighbours: str,
-    schedule: str,
-    *,
-    size_share: float = 0.1,
-    structure_share: float = 0.5,
-) -> BlockBudget:
-    """Split ε per block and check the worst case: ≤ ε, or :class:`BudgetExceededError`.
-
-    add/remove: one record lies in one step of one block and changes each of that block's
-    mechanisms by one count: loss ε_n + ε_s + ε_c. replace: a changed record stays in its step,
-    so one block sees a removal and an addition: loss 2(ε_s + ε_c), and ε_n = 0 (sizes public).
-
-    >>> b = block_budget(1.0, "add_remove", "adaptive")
-    >>> round(b.size, 3), round(b.structure, 3), round(b.counts, 3), round(b.worst_case_loss, 3)
-    (0.1, 0.45, 0.45, 1.0)
-    >>> block_budget(1.0, "replace", "adaptive").worst_case_loss
-    1.0
-    """
-    if neighbours not in NEIGHBOUR_NOTIONS:
-        raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOUR_NOTIONS}")
-    if schedule not in BLOCK_SCHEDULES:
-        raise ConfigError(f"schedule ({schedule!r}) must be one of {BLOCK_SCHEDULES}")
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigError(f"epsilon ({epsilon!r}) must be a finite number > 0")
-    for name, share in (("size_share", size_share), ("structure_share", structure_share)):
-        if not 0.0 < share < 1.0:
-            raise ConfigError(f"{name} ({share!r}) must lie strictly between 0 and 1")
-    if neighbours == "add_remove":
-        size = size_share * epsilon
-        rest = epsilon - size
-        changes = 1  # one count per mechanism
-    else:
-        size, rest, changes = 0.0, epsilon / 2, 2  # a removal and an addition in one block
-    structure = structure_share * rest if schedule == "adaptive" else 0.0
-    counts = rest - structure
-    loss = size + changes * (structure + counts)  # privacy: P9 (basic composition)
-    if loss > epsilon * (1 + 1e-12):
-        raise BudgetExceededError(
-            f"block budget spends {loss:.6g} > epsilon = {epsilon:.6g}; lower the shares"
-        )
-    return BlockBudget(neighbours, float(epsilon), size, structure, counts, loss)
-
-
 def block_of(step: int) -> int:
     """The block of step s ≥ 1: b = ⌊log2 s⌋ (block b = steps [2^b, 2^{b+1}))."""
     return int(step).bit_length() - 1
@@ -142,10 +99,13 @@ class BlockEngine:
         noise: KeyedNoise,
         context: tuple[int | str, ...],
         max_depth: int,
-        current_shape: str = "last",
+        current_shape: str = "steps",
     ) -> None:
-        if current_shape not in ("pooled", "last"):
-            raise ConfigError(f"current_shape ({current_shape!r}) must be 'pooled' or 'last'")
+        if current_shape not in CURRENT_SHAPES:
+            raise ConfigError(f"current_shape ({current_shape!r}) must be one of {CURRENT_SHAPES}")
+        if (current_shape == "steps") != (budget.steps > 0):
+            raise ConfigError("current_shape='steps' needs a step budget (block_budget("
+                              "step_share=...)) and the other shapes none")
         self.d = d
         self.budget = budget
         self.schedule = schedule
@@ -158,13 +118,18 @@ class BlockEngine:
         self._open: list[CellIds] = []  # records of the open block's completed steps
         self._step_counts: list[int] = []  # open block: true count of each completed step
         self.blocks: list[dict[str, Any]] = []  # completed blocks: leaves and size estimate
+        self.step_summaries: list[dict[str, Any]] = []  # the open block's steps (ε_o each)
+        self._blocks_depth = 0  # deepest mass depth of the blocks (a release cache)
+        self._steps_depth = 0  # deepest mass depth of the step summaries (a release cache)
+        self._folded: tuple[int, int, tuple[np.ndarray, np.ndarray]] | None = None  # cache
         self._masses: tuple[Any, ...] | None = None  # release cache: (D, intervals, densities)
         if schedule == "adaptive":
             privtree_params(budget.structure, max_depth=max_depth)  # fails early if impossible
         self.name = schedule
         self.worst_case_loss = budget.worst_case_loss
         self.params = {"size": budget.size, "structure": budget.structure,
-                       "counts": budget.counts, "current_shape": current_shape,
+                       "counts": budget.counts, "steps": budget.steps,
+                       "current_shape": current_shape,
                        "leaf_floor_scales": LEAF_FLOOR_SCALES}
 
     # -- the mechanism protocol (dpsynth.online.mechanism) -------------------------------------
@@ -209,12 +174,17 @@ class BlockEngine:
         """Close the open step; at a block's last step, summarise the block privately."""
         self._open.extend(self._pending)
         self._step_counts.append(sum(int(a.size) for a in self._pending))
-        self._pending = []
+        step_records, self._pending = self._pending, []
         self.step += 1
         b = block_of(self.step)
         if self.step == (2 << b) - 1:  # the last step of block b
             self.blocks.append(self._summarise(b))
+            self._blocks_depth = max(self._blocks_depth, mass_depth(self.blocks[-1]))
             self._open, self._step_counts, self._masses = [], [], None
+            self.step_summaries, self._steps_depth, self._folded = [], 0, None
+        elif self.budget.steps > 0:
+            self.step_summaries.append(self._summarise_step(step_records))
+            self._steps_depth = max(self._steps_depth, mass_depth(self.step_summaries[-1]))
 
     # -- private quantities ------------------------------------------------------------------
 
@@ -239,13 +209,9 @@ class BlockEngine:
         records = np.concatenate(self._open) if self._open else np.zeros(0, np.uint64)
         cells, weights = np.unique(records, return_counts=True)
         if self.schedule == "adaptive":
-            params = privtree_params(self.budget.structure, max_depth=self.max_depth)
-            depths, prefixes = privtree_leaves(
-                cells, weights, params, self._noise, context, address_depth=self.max_depth,
-            )
-            counts = noisy_leaf_counts(
-                cells, weights, depths, prefixes, self.budget.counts,
-                self._noise, context, address_depth=self.max_depth,
+            depths, prefixes, counts = privtree_histogram(
+                cells, weights, self.budget.structure, self.budget.counts, self._noise, context,
+                max_depth=self.max_depth,
             )
             if size_var > 0:  # pool the Binary Mechanism total with the leaf sum
                 leaf_var = depths.size * discrete_laplace_variance(1.0 / self.budget.counts)
@@ -254,6 +220,22 @@ class BlockEngine:
         else:
             depths, prefixes, counts = self._pmm_leaves(cells, weights, max(size, 0.0), context)
         return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size}
+
+    def _summarise_step(self, records: list[CellIds]) -> dict[str, Any]:
+        """PrivTree histogram of one step's records at ε_o (30 % decisions, 70 % counts)."""
+        cells, weights = np.unique(np.concatenate(records) if records else
+                                   np.zeros(0, np.uint64), return_counts=True)
+        structure = self.budget.steps * STEP_STRUCTURE_SHARE
+        counts_eps = self.budget.steps - structure
+        depths, prefixes, counts = privtree_histogram(
+            cells, weights, structure, counts_eps, self._noise,
+            (*self._context, "step", self.step), max_depth=self.max_depth,
+        )  # privacy: P9 (one step per record: ε_o = structure + counts)
+        floor = LEAF_FLOOR_SCALES / counts_eps
+        kept = float(np.where(counts > floor, counts, 0).sum())
+        size = float(weights.sum()) if self.budget.neighbours == "replace" else kept
+        return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size,
+                "floor": floor}
 
     def _pmm_leaves(self, cells: CellIds, weights: Counts, size: float,
                     context: tuple[int | str, ...]) -> tuple[Any, Any, Any]:
@@ -302,13 +284,24 @@ class BlockEngine:
         """
         if not self.blocks or total == 0:
             return 0, np.array([total], np.int64)
-        if self._masses is None:  # completed blocks change only at a block's end: cache
-            floor = LEAF_FLOOR_SCALES / self.budget.counts if self.schedule == "adaptive" else 0.0
-            self._masses = pooled_intervals(self.blocks, self.max_depth, floor)
-        depth, starts, widths, pooled, last = self._masses
-        reference = last if self.current_shape == "last" else pooled
-        ref_mass = float((reference * widths).sum())
-        density = pooled + (open_size / ref_mass) * reference if ref_mass > 0 else pooled
+        floor = LEAF_FLOOR_SCALES / self.budget.counts if self.schedule == "adaptive" else 0.0
+        depth = min(self.max_depth, max(self._blocks_depth, self._steps_depth))
+        if self._masses is None or self._masses[0] != depth:  # blocks change at a block's end
+            self._masses = pooled_intervals(self.blocks, self.max_depth, floor, depth)
+        _, starts, widths, pooled, last = self._masses
+        steps = np.zeros_like(pooled)
+        if self.step_summaries:  # the open block's own shape, folded one step at a time
+            step_starts, step_density = self._open_shape(depth, (starts, last), floor)
+            grid = np.unique(np.concatenate([starts, step_starts]))
+            pooled, last = density_at(starts, pooled, grid), density_at(starts, last, grid)
+            steps = density_at(step_starts, step_density, grid)
+            starts, widths = grid, np.diff(np.concatenate([grid, [1 << depth]]))
+        density = pooled
+        for reference in self._shapes(steps, last, pooled):
+            ref_mass = float((reference * widths).sum())
+            if ref_mass > 0:
+                density = pooled + (open_size / ref_mass) * reference
+                break
         mass = density * widths
         if mass.sum() <= 0:
             return 0, np.array([total], np.int64)
@@ -319,6 +312,25 @@ class BlockEngine:
         systematic_counts(starts, widths, before, density * scale, total, u, counts)
         return depth, counts
 
+    def _open_shape(self, depth: int, reference: tuple[np.ndarray, np.ndarray],
+                    floor: float) -> tuple[np.ndarray, np.ndarray]:
+        """The open block's step summaries folded into one shape (cached; a new depth or a
+        new block starts the fold again)."""
+        if self._folded is None or self._folded[0] != depth:
+            self._folded = (depth, 0, empty_shape())
+        _, done, shape = self._folded
+        for summary in self.step_summaries[done:]:
+            shape = fold_refined(shape, summary, depth, reference, floor)
+        self._folded = (depth, len(self.step_summaries), shape)
+        return shape
+
+    def _shapes(self, steps: np.ndarray, last: np.ndarray,
+                pooled: np.ndarray) -> list[np.ndarray]:
+        """Shapes for the open block, first choice first (a shape may hold no mass)."""
+        if self.current_shape == "steps":
+            return [steps, last, pooled]
+        return [last, pooled] if self.current_shape == "last" else [pooled]
+
     # -- state ---------------------------------------------------------------------------------
 
     def block_state(self) -> dict[str, Any]:
@@ -327,7 +339,8 @@ class BlockEngine:
         records = np.concatenate(self._open) if self._open else np.zeros(0, np.uint64)
         return {"step": self.step, "pending": pending, "open": records,
                 "step_counts": list(self._step_counts),
-                "blocks": [dict(blk) for blk in self.blocks]}
+                "blocks": [dict(blk) for blk in self.blocks],
+                "step_summaries": [dict(blk) for blk in self.step_summaries]}
 
     def load_block_state(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`block_state`."""
@@ -337,9 +350,14 @@ class BlockEngine:
         self._masses = None
         self._step_counts = [int(c) for c in state["step_counts"]]
         self.blocks = [dict(blk) for blk in state["blocks"]]
+        self.step_summaries = [dict(blk) for blk in state.get("step_summaries", [])]
+        self._blocks_depth = max([mass_depth(blk) for blk in self.blocks], default=0)
+        self._steps_depth = max([mass_depth(blk) for blk in self.step_summaries], default=0)
+        self._folded = None
 
     @property
     def nbytes(self) -> int:
         """Bytes held: the open block's histogram and the completed blocks' leaves."""
         held = sum(a.nbytes for a in self._open)
-        return held + sum(blk["depths"].nbytes * 3 for blk in self.blocks)
+        summaries = self.blocks + self.step_summaries
+        return held + sum(blk["depths"].nbytes * 3 for blk in summaries)

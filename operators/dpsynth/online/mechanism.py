@@ -25,14 +25,21 @@ from dpsynth.accounting import Schedule, paper_schedule
 from dpsynth.clock import TickClock
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
-from dpsynth.online.accurate import AccurateMechanism
-from dpsynth.online.blocks import BLOCK_SCHEDULES, NEIGHBOUR_NOTIONS, BlockEngine, block_budget
+from dpsynth.online.accurate import DEFAULT_FRESH, AccurateMechanism
+from dpsynth.online.blocks import (
+    BLOCK_SCHEDULES,
+    NEIGHBOUR_NOTIONS,
+    STEP_SHARE,
+    BlockEngine,
+    block_budget,
+)
 from dpsynth.online.paper import PaperMechanism
 
 #: Every algorithm's name (the release metadata calls it ``schedule``).
 MECHANISMS = ("paper", "accurate", *BLOCK_SCHEDULES)
-#: ``mechanism="auto"``: the measured winner (docs/benchmarks.md §12) — adaptive for d ≥ 2 and
-#: under add/remove, accurate for d = 1 under replacement.
+#: ``mechanism="auto"``: the measured winner — adaptive for every d and notion (docs/benchmarks.md
+#: §13: within 1.5× offline PMM on stationary and drifting streams; accurate, the former choice
+#: at d = 1, is 4–7× PMM on drifting streams at ε = 1 once its pooling is unbiased).
 AUTO = "auto"
 
 __all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "Mechanism", "make_mechanism",
@@ -90,7 +97,7 @@ def resolve_mechanism(mechanism: str, d: int, neighbours: str) -> str:
     """The concrete mechanism of ``"auto"``; any other value unchanged."""
     if mechanism != AUTO:
         return mechanism
-    return "adaptive" if d >= 2 or neighbours == "add_remove" else "accurate"
+    return "adaptive"
 
 
 def make_mechanism(
@@ -104,9 +111,9 @@ def make_mechanism(
     max_depth: int,
     neighbours: str,
     schedule: Schedule | None = None,
-    fresh: float = 0.0,
+    fresh: float | None = None,
     alpha: float | None = None,
-    current_shape: str = "last",
+    current_shape: str = "steps",
 ) -> Mechanism:
     """Build the named mechanism, its budget checked (raises before anything is counted).
 
@@ -126,16 +133,17 @@ def make_mechanism(
     if schedule is not None and mechanism != "paper":
         raise ConfigError(f"schedule (an ε allocation) applies to mechanism='paper' only, not "
                           f"{mechanism!r}; drop it")
-    if mechanism != "accurate" and (fresh or alpha is not None):
+    if mechanism != "accurate" and (fresh or alpha is not None):  # None and 0.0 are "unset"
         raise ConfigError("fresh and alpha apply to mechanism='accurate' only; drop them")
     base = ("dpsynth", "partition", partition)
     if mechanism in BLOCK_SCHEDULES:
-        budget = block_budget(epsilon, neighbours, mechanism)  # privacy: P9
+        budget = block_budget(epsilon, neighbours, mechanism,  # privacy: P9
+                              step_share=STEP_SHARE if current_shape == "steps" else 0.0)
         return BlockEngine(d, budget, mechanism, noise, (*base, mechanism), max_depth,
                            current_shape)
     if mechanism == "accurate":
         return AccurateMechanism(d, epsilon, clock, noise, (*base, "accurate"), max_depth,
-                                 alpha, fresh)
+                                 alpha, DEFAULT_FRESH if fresh is None else fresh)
     if schedule is None:
         schedule = paper_schedule(d, epsilon)
     elif schedule.d != d or schedule.epsilon != float(epsilon):

@@ -262,3 +262,26 @@ def noisy_leaf_counts(
     lap = noise.discrete_laplace_at(1.0 / epsilon, (*context, "leaf"), prefixes,
                                     depths.astype(np.uint64))
     return true + lap
+
+
+def privtree_histogram(
+    cells: CellIds,
+    weights: Counts,
+    structure: float,
+    counts: float,
+    noise: KeyedNoise,
+    context: Sequence[int | str],
+    *,
+    max_depth: int,
+) -> tuple[np.ndarray, CellIds, Counts]:
+    """(depths, prefixes, noisy counts) of a PrivTree over a histogram at ``max_depth``.
+
+    ε_s = ``structure`` for the split decisions, ε_c = ``counts`` for the leaf counts: an
+    (ε_s + ε_c)-DP histogram under add/remove of one record (privacy: P9, P10).
+    """
+    params = privtree_params(structure, max_depth=max_depth)
+    depths, prefixes = privtree_leaves(cells, weights, params, noise, context,
+                                       address_depth=max_depth)
+    noisy = noisy_leaf_counts(cells, weights, depths, prefixes, counts, noise, context,
+                              address_depth=max_depth)
+    return depths, prefixes, noisy

@@ -37,6 +37,7 @@ def block_intervals(block: dict[str, Any], depth: int,
     depth-``depth`` ancestor, their mass spread over it.
     """
     raw = block["counts"]
+    floor = float(block.get("floor", floor))  # step summaries carry their own noise floor
     counts = np.where(raw > floor, raw, 0).astype(np.float64)  # floor 0: clip negatives
     if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
         counts *= max(float(block["size"]), 0.0) / counts.sum()
@@ -67,16 +68,53 @@ def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
 
 
 def pooled_intervals(
-    blocks: list[dict[str, Any]], max_depth: int, floor: float = 0.0
+    blocks: list[dict[str, Any]], max_depth: int, floor: float = 0.0, depth: int | None = None
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(D, union interval starts, widths, pooled density, last block's density) at depth D.
+    """(D, union interval starts, widths, pooled density, last block's density) at depth D (by
+    default the deepest :func:`mass_depth`, at most ``max_depth``).
 
     Every block's leaves partition the cube, so each union interval lies in exactly one leaf
-    of every block: its density is the sum of those leaves' densities.
+    of every block: the pooled density is the sum of those leaves' densities.
     """
-    depth = min(max_depth, max(mass_depth(blk) for blk in blocks))
+    if depth is None:
+        depth = min(max_depth, max(mass_depth(blk) for blk in blocks))
     per_block = [block_intervals(blk, depth, floor) for blk in blocks]
     starts = np.unique(np.concatenate([s for s, _ in per_block]))
     widths = np.diff(np.concatenate([starts, [1 << depth]]))
-    densities = [dens[np.searchsorted(s, starts, side="right") - 1] for s, dens in per_block]
+    densities = [density_at(s, dens, starts) for s, dens in per_block]
     return depth, starts, widths, sum(densities), densities[-1]
+
+
+def density_at(starts: np.ndarray, density: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """A piecewise-constant density (interval ``starts``) read on a finer ``grid``."""
+    return density[np.searchsorted(starts, grid, side="right") - 1]
+
+
+def fold_refined(shape: tuple[np.ndarray, np.ndarray], summary: dict[str, Any], depth: int,
+                 reference: tuple[np.ndarray, np.ndarray],
+                 floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Add one summary to an accumulated shape (interval starts, density at ``depth``): each
+    of its leaves' mass spread inside the leaf like ``reference`` (uniformly where the
+    reference has no mass in that leaf).
+
+    The open block's step summaries are fresh but coarse; the latest block is fine but may be
+    stale. This keeps the fresh mass of every coarse region (so drift moves the release) and
+    borrows the fine detail inside it (so a stable stream keeps its venues). Post-processing;
+    O(intervals) per summary, so a release never revisits the steps already folded.
+    """
+    leaf_starts, leaf_density = block_intervals(summary, depth, floor)
+    starts = np.unique(np.concatenate([shape[0], leaf_starts, reference[0]]))
+    widths = np.diff(np.concatenate([starts, [1 << depth]]))
+    ref = density_at(*reference, starts)
+    leaf = np.searchsorted(leaf_starts, starts, side="right") - 1
+    leaf_width = np.diff(np.concatenate([leaf_starts, [1 << depth]]))
+    inside = np.bincount(leaf, weights=ref * widths, minlength=leaf_starts.size)[leaf]
+    leaf_mass = (leaf_density * leaf_width)[leaf]
+    spread = np.divide(ref, inside, out=np.zeros(starts.size), where=inside > 0)
+    added = np.where(inside > 0, leaf_mass * spread, leaf_density[leaf])
+    return starts, density_at(*shape, starts) + added
+
+
+def empty_shape() -> tuple[np.ndarray, np.ndarray]:
+    """The zero density (one interval from 0)."""
+    return np.zeros(1, np.int64), np.zeros(1)

@@ -76,7 +76,8 @@ class OnlineSynthesizer:
         (5.12) for d = 1). Snapshots store only its name: pass it again to :meth:`restore`.
     fresh
         Accurate: share of each cell's budget for a Binary Mechanism over the current level's
-        ticks, so releases move within a level (default 0: they move at level ends).
+        ticks, so releases move within a level and follow a drifting stream (default 0.3;
+        0: they move at level ends).
     alpha
         Accurate: depth ratio of the schedule (default 2^{(1−1/d)/2}).
     neighbours
@@ -85,8 +86,9 @@ class OnlineSynthesizer:
         ``mechanism="adaptive"`` or ``"blocks"`` and steps on a public clock: :meth:`add`
         the records, :meth:`step` at each tick; :meth:`extend` is refused (docs/privacy.md P9).
     current_shape
-        Step blocks: the open block's records are placed like the latest completed block
-        (``"last"``, default: follows drift) or like all completed blocks (``"pooled"``).
+        Step blocks: the open block's records are placed like its own steps' private summaries
+        (``"steps"``, default: unbiased under drift, ε_o = 40 % of the block budget), like the
+        latest completed block (``"last"``) or like all completed blocks (``"pooled"``).
 
     Examples
     --------
@@ -110,10 +112,10 @@ class OnlineSynthesizer:
         placement: str = "uniform",
         partition: int = 0,
         schedule: Schedule | None = None,
-        fresh: float = 0.0,
+        fresh: float | None = None,
         alpha: float | None = None,
         neighbours: str = "replace",
-        current_shape: str = "last",
+        current_shape: str = "steps",
     ) -> None:
         if not isinstance(d, int) or d < 1:
             raise ConfigError(f"d ({d!r}) must be an integer >= 1")
@@ -136,7 +138,6 @@ class OnlineSynthesizer:
         self.placement = placement
         self.partition = int(partition)
         self.clock = TickClock(epsilon=self.epsilon, release_every=release_every)
-        self.fresh = float(fresh)
         self.alpha = alpha
         self.neighbours = neighbours
         self.current_shape = current_shape
@@ -148,6 +149,7 @@ class OnlineSynthesizer:
             current_shape=current_shape,
         )
         self.mechanism = self._mechanism.name
+        self.fresh = float(self._mechanism.params.get("fresh", 0.0))
         self.worst_case_loss = self._mechanism.worst_case_loss
         self.schedule_params = dict(self._mechanism.params)
         self.placement_seed = self._noise.placement_seed()  # public: keys placement only
