@@ -177,11 +177,18 @@ def _bench_modes(console: Console, seeds: int, plots_dir: Path | None) -> dict[s
               show_default=True, help="Measurement of the proposed method (docs/tabular.md T6).")
 @click.option("--fit", type=click.Choice(FITS), default="mw", show_default=True,
               help="Model fit (pgm needs dpsynth[pgm]); use a --tag per fit.")
+@click.option("--neighbours", type=click.Choice(["add_remove", "replace"]),
+              default="add_remove", show_default=True,
+              help="add_remove: noisy sizes (ε_n = --size-share·ε); replace: public counts, "
+                   "sensitivities doubled (docs/tabular.md T17).")
+@click.option("--size-share", type=float, default=0.1, show_default=True,
+              help="add_remove: share of ε for the noisy size counter.")
 @click.option("--tag", default="run", show_default=True, help="Name of the results CSV.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("dpsynth-bench-tabular"), show_default=True)
 def tabular_bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str,
-          max_steps: int | None, estimator: str, fit: str, tag: str, out: Path) -> None:
+                  max_steps: int | None, estimator: str, fit: str, neighbours: str,
+                  size_share: float, tag: str, out: Path) -> None:
     """Paper 003 Tables 1–3 on Adult: our numbers next to the paper's (last 10 steps)."""
     from benchmarks.tabular import (
         ADULT_DIR,
@@ -212,7 +219,8 @@ def tabular_bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str
                     k_eps = auto_k(eps) if k == "auto" else int(k)
                     for method in methods.split(","):
                         res = run_one(domain, stream, int(batch), eps, method, seed, k_eps,
-                                      max_steps=max_steps, estimator=estimator, fit=fit)
+                                      max_steps=max_steps, estimator=estimator, fit=fit,
+                                      neighbours=neighbours, size_share=size_share)
                         row = {"dataset": f"Adult-{kind}-bs-{batch}", "epsilon": eps,
                                "method": method, "seed": seed, "k": k_eps, **res}
                         writer.writerow(row)

@@ -75,7 +75,11 @@ def _stream_releases(x: np.ndarray, key: bytes, options: dict[str, Any],
     seconds = 0.0
     for start in range(0, len(x), STEP):
         began = time.perf_counter()
-        releases = synth.extend(x[start:start + STEP])
+        if synth.neighbours == "add_remove":  # a fixed batch is one public step (P11)
+            synth.add(x[start:start + STEP])
+            releases = [synth.step()]
+        else:
+            releases = synth.extend(x[start:start + STEP])
         seconds += time.perf_counter() - began
         if synth.t in wanted and releases:
             out[synth.t] = releases[-1].points  # materialised outside the timed region

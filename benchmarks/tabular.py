@@ -109,8 +109,8 @@ def run_one(domain: Domain, stream: np.ndarray, batch: int, epsilon: float, meth
     start = time.perf_counter()
     for t in range(steps):
         chunk = stream[t * batch:(t + 1) * batch]
-        released = synth.extend(chunk)
-        release = released[0] if released else synth.step()
+        synth.add(chunk)  # a fixed batch is one public step of the paper's model
+        release = synth.step()
         true_flat += w.answers_flat(w.flat_index(chunk))
         if t >= steps - last:
             rows.append(summarise(*workload_errors(w, w.split(true_flat),

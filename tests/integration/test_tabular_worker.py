@@ -4,7 +4,11 @@ Every test runs ``python -m dpsynth worker`` as a subprocess on fresh topics and
 the synthetic topic with the embedded ``TabularSynthesizer(..., partition=p)`` fed the same
 records under the same key (``tests.support.tabular``): byte-identical records, every
 release exactly once. A crash uses the commit protocol's crash points (``DPSYNTH_CRASH_AT``); a
-lost data directory is rebuilt by replaying the input partition.
+lost data directory is rebuilt by replaying the input partition. The crash test runs the
+tabular default, add/remove: steps end only at tick markers (written into the input between the
+records and by the worker's timer), and the reference is the embedded synthesizer replayed over
+the input partition, markers included; the others run under replacement with a step every
+RELEASE_EVERY records (``DPSYNTH_TICK_SECONDS=0``).
 """
 
 from __future__ import annotations
@@ -23,9 +27,18 @@ from dpsynth.testing.kafka import (
     committed_offsets,
     create_topics,
     encode_records,
+    end_offsets,
     produce_messages,
     read_topic,
     unique_topics,
+)
+from tests.support.markers import (
+    committed_watermark,
+    counted_through,
+    embedded_tabular_from_input,
+    expected_through,
+    input_values,
+    marker,
 )
 from tests.support.tabular import (
     SMALL_DOMAIN,
@@ -58,7 +71,7 @@ def _messages(codes: np.ndarray, partition: int = 0) -> list[tuple[int, bytes]]:
 def _expected(codes: np.ndarray, partition: int = 0) -> dict:
     per_sequence = embedded_tabular_release_records(
         codes, domain=DOMAIN, epsilon=1.0, release_every=RELEASE_EVERY, run_id="test-run",
-        partition=partition,
+        partition=partition, neighbours="replace",
     )
     return {(partition, s): r for s, r in per_sequence.items()}
 
@@ -97,7 +110,8 @@ def test_two_partitions_equal_the_embedded_synthesizer_and_bad_records_are_dead_
     create_topics(kafka_bootstrap, {topics.input: 2, topics.output: 1, topics.dead_letter: 1})
     produce_messages(kafka_bootstrap, topics.input, stream0 + messages[1])
     env = tabular_worker_env(kafka_bootstrap, topics, write_domain(tmp_path / "domain.json"),
-                             tmp_path / "data", release_every=RELEASE_EVERY)
+                             tmp_path / "data", release_every=RELEASE_EVERY,
+                             neighbours="replace", tick_seconds=0)
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
         metrics = worker.wait_for(_done({"0": (2500, len(stream0) - 1),
                                          "1": (2000, len(messages[1]) - 1)}), timeout_s=120)
@@ -124,12 +138,17 @@ def test_sigkill_in_the_middle_then_restart_continues_identically(
     kafka_bootstrap, tmp_path, point, visit
 ):
     codes = _codes(4000, 3)
-    messages = _messages(codes)
+    messages = []  # add/remove: a tick marker after every 6th message (540 records)
+    for k, message in enumerate(_messages(codes)):
+        messages.append(message)
+        if k % 6 == 5:
+            messages.append((0, marker(0, 1000 * (k + 1))))  # old periods: before the timer's
     topics = unique_topics(f"tabular-crash-{point.replace('_', '-')}")
     create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
     produce_messages(kafka_bootstrap, topics.input, messages)
+    end = end_offsets(kafka_bootstrap, topics.input)[0]
     env = tabular_worker_env(kafka_bootstrap, topics, write_domain(tmp_path / "domain.json"),
-                             tmp_path / "data", release_every=RELEASE_EVERY,
+                             tmp_path / "data", tick_seconds=1,
                              batch_max_events=4, release_linger_s=0,
                              group_instance_id="worker-0")
     log = tmp_path / "worker.log"
@@ -143,13 +162,21 @@ def test_sigkill_in_the_middle_then_restart_continues_identically(
     assert 0 < len(partial)  # the crash came after some releases, before the end
 
     with WorkerProcess(env, log) as worker:
-        metrics = worker.wait_for(_done({"0": (len(codes), len(messages) - 1)}), timeout_s=120)
+        metrics = worker.wait_for(counted_through(len(codes), end), timeout_s=120)
         assert "state restored at t=" in log.read_text()
     if point == "after_state_commit_before_ack":
         assert metrics["dpsynth_records_skipped_total"]["0"] > 0  # re-delivered, not re-counted
-    stats = check_tabular_against_embedded(read_topic(kafka_bootstrap, topics.output),
-                                           _expected(codes), "test-run")
-    assert stats["releases"] == len(codes) // RELEASE_EVERY
+    values = input_values(kafka_bootstrap, topics.input)
+
+    def reference(upto: int) -> dict:
+        return {(0, s): r for s, r in embedded_tabular_from_input(
+            values[:upto], DOMAIN, epsilon=1.0, release_every=1000).items()}
+
+    records = read_topic(kafka_bootstrap, topics.output)
+    expected = expected_through(reference(len(values)),
+                                reference(committed_watermark(tmp_path / "data") + 1), records)
+    stats = check_tabular_against_embedded(records, expected, "test-run")
+    assert stats["releases"] >= len(messages) // 7  # at least the test's markers
     if point == "mid_release":
         assert stats["duplicates"] > 0  # re-produced after the crash, byte-identical
 
@@ -165,7 +192,7 @@ def test_partition_without_local_state_is_rebuilt_by_replaying_its_input(
     produce_messages(kafka_bootstrap, topics.input, before)
     env = tabular_worker_env(kafka_bootstrap, topics, write_domain(tmp_path / "domain.json"),
                              tmp_path / "data", release_every=RELEASE_EVERY,
-                             checkpoint_interval_s=0.5)
+                             checkpoint_interval_s=0.5, neighbours="replace", tick_seconds=0)
     with WorkerProcess(env, tmp_path / "first.log") as worker:
         worker.wait_for(_done({"0": (1800, len(before) - 1)}))  # open step checkpointed too
         deadline = time.monotonic() + 30  # Faust commits acknowledged offsets every second

@@ -1,10 +1,12 @@
-"""Issue 8 in the worker: the adaptive schedule (step blocks, PrivTree) on a real broker.
+"""Issue 8 and 13 in the worker: step blocks under add/remove, steps from tick markers.
 
-The worker (``DPSYNTH_SCHEDULE=adaptive``) is killed in the middle of a tick, restarted on the
-same RocksDB directory, and its synthetic topic must hold exactly the embedded engine's releases
-(byte-identical; re-produced ones are duplicates). Under replacement the steps are
-``DPSYNTH_RELEASE_EVERY`` records (the count is public); add/remove is refused in the worker
-until steps come from tick markers (tests/unit/test_stream_config.py).
+The worker (``DPSYNTH_MECHANISM=adaptive``, ``DPSYNTH_NEIGHBOURS=add_remove``) ends a step only
+at a tick marker: markers written into the input between the records (as a worker of the run
+writes them) and its own timer's (``DPSYNTH_TICK_SECONDS``). It is killed in the middle of a
+step, restarted on the same RocksDB directory, and its synthetic topic must hold exactly the
+releases of the embedded engine replayed over the input partition as it is on the broker,
+markers included (byte-identical; re-produced ones are duplicates). No release carries the
+count: the size is noisy, and there is no records-per-step.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import numpy as np
 import pytest
 
 from dpsynth.release import decode_release
+from dpsynth.schema import Schema
 from dpsynth.testing.kafka import (
     WorkerProcess,
     create_topics,
     encode_records,
+    end_offsets,
     produce_messages,
     read_topic,
     records_of,
@@ -26,46 +30,65 @@ from dpsynth.testing.kafka import (
     worker_env,
     write_schema,
 )
-from tests.support.embedded import check_against_embedded, embedded_release_records
+from tests.support.embedded import check_against_embedded
+from tests.support.markers import (
+    committed_watermark,
+    counted_through,
+    embedded_points_from_input,
+    expected_through,
+    input_values,
+    marker,
+)
 
 pytestmark = pytest.mark.kafka
 
-RELEASE_EVERY = 1000
 PER_MESSAGE = 130
+MARKER_AFTER = (4, 5, 13, 30, 31, 50)  # uneven steps, one of them empty
+SCHEMA = Schema.from_dict({"version": 1, "columns": [
+    {"name": "x", "lower": 0, "upper": 1}, {"name": "y", "lower": 0, "upper": 1}]})
 
 
-def test_adaptive_worker_survives_a_kill_and_equals_the_embedded_engine(
+def test_add_remove_worker_survives_a_kill_and_equals_the_embedded_engine(
     kafka_bootstrap, tmp_path
 ):
     n = 9000
     points = np.clip(np.random.default_rng(21).normal(0.4, 0.2, (n, 2)), 0, 1)
-    messages = [(0, encode_records(records_of(points[i:i + PER_MESSAGE])))
-                for i in range(0, n, PER_MESSAGE)]
+    messages = []
+    for k, i in enumerate(range(0, n, PER_MESSAGE)):
+        messages.append((0, encode_records(records_of(points[i:i + PER_MESSAGE]))))
+        if k in MARKER_AFTER:
+            messages.append((0, marker(0, 1000 * (k + 1))))  # old periods: before the timer's
     topics = unique_topics("adaptive")
     create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
     produce_messages(kafka_bootstrap, topics.input, messages)
+    end = end_offsets(kafka_bootstrap, topics.input)[0]
     env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data", mechanism="adaptive", neighbours="replace",
-                     batch_max_events=4, release_linger_s=0, group_instance_id="worker-0")
+                     tmp_path / "data", mechanism="adaptive", neighbours="add_remove",
+                     tick_seconds=1, batch_max_events=4, release_linger_s=0,
+                     group_instance_id="worker-0")
     log = tmp_path / "worker.log"
     crashing = WorkerProcess({**env, "DPSYNTH_CRASH_AT": "mid_tick:4"}, log).start()
     status = crashing.wait_exit(120)
     crashing.stop()
     assert status == -signal.SIGKILL, crashing.log_tail()
 
-    def finished(m: dict) -> bool:
-        return (m.get("dpsynth_t", {}).get("0") == n
-                and m.get("dpsynth_watermark", {}).get("0") == len(messages) - 1)
-
     with WorkerProcess(env, log) as worker:
-        worker.wait_for(finished, timeout_s=120)
-    expected = {(0, s): r for s, r in embedded_release_records(
-        points, epsilon=1.0, release_every=RELEASE_EVERY, max_depth=12, run_id="test-run",
-        partition=0, mechanism="adaptive", neighbours="replace").items()}
+        worker.wait_for(counted_through(n, end), timeout_s=120)
+    values = input_values(kafka_bootstrap, topics.input)
+    watermark = committed_watermark(tmp_path / "data")
+
+    def reference(upto: int) -> dict:
+        return {(0, s): r for s, r in embedded_points_from_input(
+            values[:upto], SCHEMA, epsilon=1.0, release_every=1000, max_depth=12,
+            neighbours="add_remove", mechanism="adaptive").items()}
+
     records = read_topic(kafka_bootstrap, topics.output)
-    stats = check_against_embedded(records, expected, "test-run")
-    assert stats["releases"] == n // RELEASE_EVERY
-    last = decode_release(expected[(0, n // RELEASE_EVERY)])
-    assert last.metadata["neighbours"] == "replace"
-    assert last.metadata["schedule"] == "adaptive"
-    assert last.t == int(last.leaf_counts.sum()) == n  # t is public under replacement
+    expected = expected_through(reference(len(values)), reference(watermark + 1), records)
+    check_against_embedded(records, expected, "test-run")
+    assert len(expected) >= len(MARKER_AFTER) + 1  # the test's markers and the timer's
+    for key in sorted(expected):
+        release = decode_release(expected[key])
+        assert release.metadata["neighbours"] == "add_remove"
+        assert release.metadata["schedule"] == "adaptive"
+        assert release.metadata["release_every"] is None  # no records per step: P11
+        assert release.t == int(release.leaf_counts.sum())  # a noisy size, never the count

@@ -2,10 +2,13 @@
 
 The worker kills itself with SIGKILL at a chosen point of the commit protocol
 (``DPSYNTH_CRASH_AT``, ``dpsynth.stream.crash``), or the test kills it at random moments while
-records keep arriving; then a worker restarts on the same data directory and group. Checked
-every time: the consumer library yields exactly the releases of an uninterrupted (embedded) run,
-each once; every record on the synthetic topic, duplicates included, is byte-identical to the
-embedded engine's; the final t equals the number of records (none lost, none counted twice).
+records keep arriving; then a worker restarts on the same data directory and group. Ticks
+come from the record count (every 1000) and from tick markers: markers written into the input
+between the records and the worker's own timer's (``DPSYNTH_TICK_SECONDS=1``). Checked every
+time: the consumer library yields exactly the releases of the embedded engine replayed over the
+input partition as it is on the broker, markers included, each once; every record on the
+synthetic topic, duplicates included, is byte-identical to the embedded engine's; the final t
+equals the number of records (none lost, none counted twice, markers never counted).
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ import numpy as np
 import pytest
 
 from dpsynth.client.consumer import ReleaseConsumer
+from dpsynth.schema import Schema
 from dpsynth.testing.kafka import (
     WorkerProcess,
     create_topics,
     encode_records,
+    end_offsets,
     produce_messages,
     read_topic,
     records_of,
@@ -30,32 +35,45 @@ from dpsynth.testing.kafka import (
     worker_env,
     write_schema,
 )
-from tests.support.embedded import check_against_embedded, embedded_release_records
+from tests.support.embedded import check_against_embedded
+from tests.support.markers import (
+    committed_watermark,
+    counted_through,
+    embedded_points_from_input,
+    expected_through,
+    input_values,
+    marker,
+)
 
 pytestmark = pytest.mark.kafka
 
 RELEASE_EVERY = 1000
 PER_MESSAGE = 130  # not a divisor of RELEASE_EVERY: batches end mid-tick
+MARKER_EVERY = 11  # a tick marker after every 11th message (1430 records)
+SCHEMA = Schema.from_dict({"version": 1, "columns": [
+    {"name": "x", "lower": 0, "upper": 1}, {"name": "y", "lower": 0, "upper": 1}]})
 
 
 def _messages(points: np.ndarray) -> list[tuple[int, bytes]]:
-    return [(0, encode_records(records_of(points[i:i + PER_MESSAGE])))
-            for i in range(0, len(points), PER_MESSAGE)]
+    out = []
+    for k, i in enumerate(range(0, len(points), PER_MESSAGE)):
+        out.append((0, encode_records(records_of(points[i:i + PER_MESSAGE]))))
+        if k % MARKER_EVERY == MARKER_EVERY - 1:
+            out.append((0, marker(0, 1000 * (k + 1))))  # old periods: before the timer's
+    return out
 
 
-def _expected(points: np.ndarray) -> dict:
-    per_sequence = embedded_release_records(
-        points, epsilon=1.0, release_every=RELEASE_EVERY, max_depth=12, run_id="test-run",
-        partition=0,
-    )
-    return {(0, s): r for s, r in per_sequence.items()}
+def _expected(bootstrap: str, topics, data_dir, records) -> dict:
+    """The embedded engine over the input partition (markers included), as far as published."""
+    values = input_values(bootstrap, topics.input)
 
+    def reference(upto: int) -> dict:
+        return {(0, s): r for s, r in embedded_points_from_input(
+            values[:upto], SCHEMA, epsilon=1.0, release_every=RELEASE_EVERY,
+            max_depth=12).items()}
 
-def _finished(n: int, last_offset: int):
-    def predicate(m: dict) -> bool:
-        return (m.get("dpsynth_t", {}).get("0") == n
-                and m.get("dpsynth_watermark", {}).get("0") == last_offset)
-    return predicate
+    return expected_through(reference(len(values)),
+                            reference(committed_watermark(data_dir) + 1), records)
 
 
 def _check_consumer_library(bootstrap: str, topic: str, expected: dict) -> None:
@@ -79,9 +97,10 @@ def test_sigkill_at_a_commit_step_then_restart(kafka_bootstrap, tmp_path, point,
     topics = unique_topics(f"crash-{point.replace('_', '-')}")
     create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
     produce_messages(kafka_bootstrap, topics.input, messages)
+    end = end_offsets(kafka_bootstrap, topics.input)[0]
     env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
                      tmp_path / "data", batch_max_events=4, release_linger_s=0,
-                     group_instance_id="worker-0")
+                     group_instance_id="worker-0", tick_seconds=1)
     log = tmp_path / "worker.log"
 
     crashing = WorkerProcess({**env, "DPSYNTH_CRASH_AT": f"{point}:{visit}"}, log).start()
@@ -91,12 +110,13 @@ def test_sigkill_at_a_commit_step_then_restart(kafka_bootstrap, tmp_path, point,
     assert f"DPSYNTH_CRASH_AT={point}:{visit} reached" in log.read_text()
 
     with WorkerProcess(env, log) as worker:
-        metrics = worker.wait_for(_finished(n, len(messages) - 1), timeout_s=120)
+        metrics = worker.wait_for(counted_through(n, end), timeout_s=120)
     if point == "after_state_commit_before_ack":
         assert metrics["dpsynth_records_skipped_total"]["0"] > 0  # re-delivered, not re-counted
-    expected = _expected(points)
-    stats = check_against_embedded(read_topic(kafka_bootstrap, topics.output), expected,
-                                   "test-run")
+    records = read_topic(kafka_bootstrap, topics.output)
+    expected = _expected(kafka_bootstrap, topics, tmp_path / "data", records)
+    assert len(expected) > n // RELEASE_EVERY  # the markers added ticks
+    stats = check_against_embedded(records, expected, "test-run")
     if point in ("mid_release", "after_release_produced"):
         assert stats["duplicates"] > 0  # re-produced after the crash, byte-identical
     _check_consumer_library(kafka_bootstrap, topics.output, expected)
@@ -111,7 +131,8 @@ def test_random_sigkills_while_records_arrive(kafka_bootstrap, tmp_path):
     topics = unique_topics("crash-random")
     create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
     env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data", batch_max_events=8, group_instance_id="worker-0")
+                     tmp_path / "data", batch_max_events=8, group_instance_id="worker-0",
+                     tick_seconds=1)
     log = tmp_path / "worker.log"
 
     def feed() -> None:  # ~15 s of steady input while the worker is being killed
@@ -141,8 +162,10 @@ def test_random_sigkills_while_records_arrive(kafka_bootstrap, tmp_path):
     finally:
         feeder.join()
     assert kills == 4
+    end = end_offsets(kafka_bootstrap, topics.input)[0]
     with WorkerProcess(env, log) as worker:
-        worker.wait_for(_finished(n, len(messages) - 1), timeout_s=180)
-    expected = _expected(points)
-    check_against_embedded(read_topic(kafka_bootstrap, topics.output), expected, "test-run")
+        worker.wait_for(counted_through(n, end), timeout_s=180)
+    records = read_topic(kafka_bootstrap, topics.output)
+    expected = _expected(kafka_bootstrap, topics, tmp_path / "data", records)
+    check_against_embedded(records, expected, "test-run")
     _check_consumer_library(kafka_bootstrap, topics.output, expected)

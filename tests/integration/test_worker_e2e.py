@@ -2,7 +2,8 @@
 
 Every test runs ``python -m dpsynth worker`` as a subprocess on fresh topics, feeds it
 msgpack records and compares the synthetic topic with ``OnlineSynthesizer(..., partition=p)``
-fed the same points under the same key (``dpsynth.testing.kafka``).
+fed the same points under the same key (``dpsynth.testing.kafka``). Ticks every 1000 records
+only (``DPSYNTH_TICK_SECONDS=0``): markers are tested in test_worker_ticks, _crash, _replay.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def test_1e5_records_in_batches_equal_the_embedded_engine(kafka_bootstrap, tmp_p
     topics = unique_topics("e2e-batch")
     create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
     env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data", max_depth=20)
+                     tmp_path / "data", max_depth=20, tick_seconds=0)
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
         worker.wait_ready()
         start = time.monotonic()
@@ -88,7 +89,7 @@ def test_one_record_per_message_equals_the_embedded_engine(kafka_bootstrap, tmp_
     produce_messages(kafka_bootstrap, topics.input,
                      ((0, encode_records(r)) for r in records_of(points)))
     env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data", mechanism="paper")
+                     tmp_path / "data", mechanism="paper", tick_seconds=0)
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
         start = time.monotonic()
         worker.wait_for(_done(n, n - 1), timeout_s=120)
@@ -136,7 +137,7 @@ def test_bad_input_goes_to_the_dead_letter_topic_and_is_not_counted(kafka_bootst
     create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
     produce_messages(kafka_bootstrap, topics.input, ((0, m) for m in messages))
     env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data")
+                     tmp_path / "data", tick_seconds=0)
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
         metrics = worker.wait_for(_done(len(points), len(messages) - 1), timeout_s=120)
         assert worker.alive

@@ -72,8 +72,9 @@ def test_two_workers_and_rebalances_keep_every_partition_equal_to_its_embedded_r
     topics = unique_topics("rebalance")
     create_topics(kafka_bootstrap, {topics.input: 2, topics.output: 2, topics.dead_letter: 1})
     schema = write_schema(tmp_path / "schema.json")
-    env_a = worker_env(kafka_bootstrap, topics, schema, tmp_path / "data-a")
-    env_b = worker_env(kafka_bootstrap, topics, schema, tmp_path / "data-b")
+    # ticks every 1000 records only (no markers): the moves, not time, are under test here
+    env_a = worker_env(kafka_bootstrap, topics, schema, tmp_path / "data-a", tick_seconds=0)
+    env_b = worker_env(kafka_bootstrap, topics, schema, tmp_path / "data-b", tick_seconds=0)
     a = WorkerProcess(env_a, tmp_path / "a.log").start()
     b = WorkerProcess(env_b, tmp_path / "b.log")
     try:

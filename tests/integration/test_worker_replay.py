@@ -1,7 +1,8 @@
 """Replays on a real broker: a recorded raw-events topic gives the same releases again.
 
 - A second run (fresh data directory, new consumer group) over the same raw topic with the same
-  key reproduces every release byte for byte.
+  key reproduces every release byte for byte, the steps of the first run's tick markers
+  included (the markers are in the topic: replays see the same steps, P11).
 - A worker that receives a partition without local state while the group's offset is already
   committed (a pod moved to a new volume, a deleted data directory) rebuilds the state by reading
   the partition back from offset 0: the releases it re-publishes are byte-identical duplicates.
@@ -15,11 +16,13 @@ import time
 import numpy as np
 import pytest
 
+from dpsynth.schema import Schema
 from dpsynth.testing.kafka import (
     WorkerProcess,
     committed_offsets,
     create_topics,
     encode_records,
+    end_offsets,
     produce_messages,
     read_topic,
     records_of,
@@ -27,30 +30,45 @@ from dpsynth.testing.kafka import (
     worker_env,
     write_schema,
 )
-from tests.support.embedded import check_against_embedded, embedded_release_records
+from tests.support.embedded import check_against_embedded
+from tests.support.markers import (
+    committed_watermark,
+    counted_through,
+    embedded_points_from_input,
+    expected_through,
+    input_values,
+    marker,
+)
 
 pytestmark = pytest.mark.kafka
 
 PER_MESSAGE = 100
 
 
-def _messages(points: np.ndarray) -> list[tuple[int, bytes]]:
-    return [(0, encode_records(records_of(points[i:i + PER_MESSAGE])))
-            for i in range(0, len(points), PER_MESSAGE)]
+SCHEMA = Schema.from_dict({"version": 1, "columns": [
+    {"name": "x", "lower": 0, "upper": 1}, {"name": "y", "lower": 0, "upper": 1}]})
 
 
-def _finished(n: int, last_offset: int):
-    def predicate(m: dict) -> bool:
-        return (m.get("dpsynth_t", {}).get("0") == n
-                and m.get("dpsynth_watermark", {}).get("0") == last_offset)
-    return predicate
+def _messages(points: np.ndarray, first: int = 0) -> list[tuple[int, bytes]]:
+    """Messages of PER_MESSAGE records, a tick marker after every 17th (as the run writes)."""
+    out = []
+    for k, i in enumerate(range(0, len(points), PER_MESSAGE), start=first):
+        out.append((0, encode_records(records_of(points[i:i + PER_MESSAGE]))))
+        if k % 17 == 16:
+            out.append((0, marker(0, 1000 * (k + 1))))  # old periods: before the timer's
+    return out
 
 
-def _expected(points: np.ndarray) -> dict:
-    per_sequence = embedded_release_records(
-        points, epsilon=1.0, release_every=1000, max_depth=12, run_id="test-run", partition=0,
-    )
-    return {(0, s): r for s, r in per_sequence.items()}
+def _expected(bootstrap: str, topic: str, data_dir, records) -> dict:
+    """The embedded engine over the input partition (markers included), as far as published."""
+    values = input_values(bootstrap, topic)
+
+    def reference(upto: int) -> dict:
+        return {(0, s): r for s, r in embedded_points_from_input(
+            values[:upto], SCHEMA, epsilon=1.0, release_every=1000, max_depth=12).items()}
+
+    return expected_through(reference(len(values)),
+                            reference(committed_watermark(data_dir) + 1), records)
 
 
 def test_second_run_with_fresh_state_and_new_group_reproduces_every_release(
@@ -63,46 +81,57 @@ def test_second_run_with_fresh_state_and_new_group_reproduces_every_release(
     create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1,
                                     replay_output: 1})
     produce_messages(kafka_bootstrap, topics.input, messages)
+    end = end_offsets(kafka_bootstrap, topics.input)[0]
     schema = write_schema(tmp_path / "schema.json")
-    first = worker_env(kafka_bootstrap, topics, schema, tmp_path / "data-1")
+    first = worker_env(kafka_bootstrap, topics, schema, tmp_path / "data-1", tick_seconds=1)
     with WorkerProcess(first, tmp_path / "first.log") as worker:
-        worker.wait_for(_finished(len(points), len(messages) - 1))
+        worker.wait_for(counted_through(len(points), end))
+    end = end_offsets(kafka_bootstrap, topics.input)[0]  # now with the first run's markers
     second = worker_env(kafka_bootstrap, topics, schema, tmp_path / "data-2",
-                        group_id=f"{topics.input}-replay", output_topic=replay_output)
+                        group_id=f"{topics.input}-replay", output_topic=replay_output,
+                        tick_seconds=1)
     with WorkerProcess(second, tmp_path / "second.log") as worker:
-        worker.wait_for(_finished(len(points), len(messages) - 1))
+        worker.wait_for(counted_through(len(points), end))
     original = [r.value for r in read_topic(kafka_bootstrap, topics.output)]
     replayed = [r.value for r in read_topic(kafka_bootstrap, replay_output)]
-    assert replayed == original  # byte-identical, in the same order
-    check_against_embedded(read_topic(kafka_bootstrap, replay_output), _expected(points),
-                           "test-run")
+    assert replayed == original  # byte-identical, in the same order (markers after the data
+    # change nothing under replacement: no record is new)
+    records = read_topic(kafka_bootstrap, replay_output)
+    expected = _expected(kafka_bootstrap, topics.input, tmp_path / "data-2", records)
+    stats = check_against_embedded(records, expected, "test-run")
+    assert stats["releases"] > len(points) // 1000  # the markers ended ticks too
 
 
 def test_partition_without_local_state_is_rebuilt_by_replaying_its_input(
     kafka_bootstrap, tmp_path
 ):
     points = np.random.default_rng(22).random((10_000, 2))
-    messages = _messages(points)
-    before, after = messages[:60], messages[60:]
+    before, after = _messages(points[:6000]), _messages(points[6000:], first=60)
     topics = unique_topics("replay-lost")
     create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
     produce_messages(kafka_bootstrap, topics.input, before)
+    end = end_offsets(kafka_bootstrap, topics.input)[0]
     env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data")
+                     tmp_path / "data", tick_seconds=1)
     with WorkerProcess(env, tmp_path / "first.log") as worker:
-        worker.wait_for(_finished(6000, len(before) - 1))
+        worker.wait_for(counted_through(6000, end))
         deadline = time.monotonic() + 30  # Faust commits acknowledged offsets every second
         while committed_offsets(kafka_bootstrap, env["DPSYNTH_GROUP_ID"], topics.input,
-                                1)[0] != len(before):
+                                1)[0] < end:
             assert time.monotonic() < deadline, "group offset not committed"
             time.sleep(0.5)
-    shutil.rmtree(tmp_path / "data")  # the state is lost; the group offset (60) is not
+        committed = committed_offsets(kafka_bootstrap, env["DPSYNTH_GROUP_ID"], topics.input,
+                                      1)[0]
+    shutil.rmtree(tmp_path / "data")  # the state is lost; the group offset is not
     produce_messages(kafka_bootstrap, topics.input, after)
+    end = end_offsets(kafka_bootstrap, topics.input)[0]
     with WorkerProcess(env, tmp_path / "second.log") as worker:
-        metrics = worker.wait_for(_finished(10_000, len(messages) - 1))
-    assert metrics["dpsynth_messages_replayed_total"]["0"] == len(before)
-    assert "replaying offsets [0, 60)" in (tmp_path / "second.log").read_text()
-    stats = check_against_embedded(read_topic(kafka_bootstrap, topics.output),
-                                   _expected(points), "test-run")
-    assert stats["releases"] == 10
-    assert stats["duplicates"] > 0  # releases 1..6 published twice, byte-identical
+        metrics = worker.wait_for(counted_through(10_000, end))
+    assert metrics["dpsynth_messages_replayed_total"]["0"] >= committed  # records and markers
+    assert "replaying offsets [0, " in (tmp_path / "second.log").read_text()
+    records = read_topic(kafka_bootstrap, topics.output)
+    stats = check_against_embedded(
+        records, _expected(kafka_bootstrap, topics.input, tmp_path / "data", records),
+        "test-run")
+    assert stats["releases"] > 10  # every 1000 records, and at markers
+    assert stats["duplicates"] > 0  # the first releases published twice, byte-identical

@@ -25,6 +25,7 @@ from dpsynth.offline.psmm import psmm_synthesize
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import encode_release
 from dpsynth.tabular import Domain, TabularSynthesizer, encode_tabular_release
+from tests.support.tabular import feed_steps
 
 GOLDEN = Path(__file__).with_name("golden_releases.json")
 KEY = bytes(range(32))
@@ -109,9 +110,9 @@ def _tabular(**options: Any) -> str:
     codes = np.stack([sex, age, (age + rng.integers(0, 2, 600)) % 5, (age > 2).astype(int)], 1)
     synth = TabularSynthesizer(DOMAIN, 1.0, KEY, release_every=100, workloads_per_step=2,
                                **options)
-    releases = synth.extend(codes[:350])
+    releases = feed_steps(synth, codes[:350])  # fixed batches: public steps (P11)
     middle = synth.snapshot()
-    releases += synth.extend(codes[350:])
+    releases += feed_steps(synth, codes[350:])
     records = [rec for r in releases
                for rec in encode_tabular_release(r, run_id="golden", partition=0)]
     return _digest([*records, middle, synth.snapshot()])
@@ -152,8 +153,20 @@ def _cli_snapshot(tmp: Path) -> str:
                 "--out", str(tmp / "out" / "synthetic.csv"))
 
 
+def _cli_run_time_steps(tmp: Path) -> str:
+    data = tmp / "in.csv"
+    rows = _drifting(900, 2, seed=8)
+    times = np.linspace(0.0, 99.0, 900)[::-1]  # the file is not in time order
+    data.write_text("ts,x,y\n" + "".join(f"{t!r},{a!r},{b!r}\n" for t, (a, b) in
+                                         zip(times.tolist(), rows.tolist(), strict=True)))
+    return _cli(tmp / "out", "run", "--input", str(data), "--neighbours", "add_remove",
+                "--time-column", "ts", "--time-origin", "0", "--time-period", "10",
+                "--time-end", "120", "--w1-points", "200", "--out", str(tmp / "out"))
+
+
 COMMANDS: dict[str, Callable[[Path], str]] = {
-    "cli/run": _cli_run, "cli/snapshot-pmm": _cli_snapshot}
+    "cli/run": _cli_run, "cli/snapshot-pmm": _cli_snapshot,
+    "cli/run-time-steps-add-remove": _cli_run_time_steps}
 CASES: dict[str, Callable[..., str]] = {**ONLINE, **OFFLINE, **TABULAR, **COMMANDS}
 
 

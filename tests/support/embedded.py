@@ -65,11 +65,13 @@ class MemorySink:
     def __init__(self) -> None:
         self.delivered: dict[str, list[tuple[bytes, bytes]]] = {}
         self.queued: list[tuple[str, bytes, bytes]] = []
+        self.sent: list[tuple[str, bytes, bytes, int | None]] = []  # every send, in order
         self.fail = False
 
-    def send(self, topic: str, key: bytes, value: bytes) -> None:
-        """Queue one record."""
+    def send(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
+        """Queue one record (``partition`` only recorded in :attr:`sent`)."""
         self.queued.append((topic, key, value))
+        self.sent.append((topic, key, value, partition))
 
     def flush(self) -> None:
         """Deliver the queue (or lose it and raise OSError when ``fail`` is set)."""

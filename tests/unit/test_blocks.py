@@ -228,8 +228,9 @@ def test_adaptive_beats_fixed_blocks_on_clustered_data() -> None:
 def test_P9_run_command_refuses_add_remove(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """dpsynth run cuts steps every --release-every records: refused under add/remove, before
-    anything is read or written (its releases would carry the private record count)."""
+    """Without a declared time column dpsynth run cuts steps every --release-every records:
+    refused under add/remove, before anything is read or written (its releases would carry
+    the private record count); the error names the fix (P11, tests/unit/test_cli_timesteps)."""
     from click.testing import CliRunner
 
     from dpsynth.cli import KEY_ENV, KEY_FILE_ENV, main
@@ -242,7 +243,8 @@ def test_P9_run_command_refuses_add_remove(
             "run", "--points", "600", "--release-every", "100", "--mechanism", schedule,
             "--neighbours", "add_remove", "--out", str(out)])
         assert refused.exit_code == 2, refused.output
-        assert "reveals the private record count" in refused.output
+        assert "reveal the private record count" in refused.output
+        assert "--time-column" in refused.output
         assert not out.exists()
 
 

@@ -162,7 +162,9 @@ def test_inspect_prints_header_and_points(generated_run: tuple[Path, str]) -> No
     path = out / "releases" / "release-000002.bin"
     release = read_release_file(path)
     output = _invoke("inspect", str(path), "--points", "4")
-    assert "run_id" in output and "local" in output and "sequence" in output
+    # the default run id is derived from the key: one run id per key (P13)
+    fingerprint = release.metadata["key_fingerprint"]
+    assert "run_id" in output and f"run-{fingerprint}" in output and "sequence" in output
     assert f"{release.t:,}" in output and f"{release.depth} (" in output
     assert f"{int(np.count_nonzero(release.leaf_counts)):,}" in output
     assert "first 4 of 2,000 points" in output

@@ -211,12 +211,22 @@ def test_neighbours_setting_is_validated_and_bound_to_the_state(env):
 
     assert load_config(env).neighbours == "replace"
     assert "neighbours" not in synthesizer_config(load_config(env))  # older states still load
-    env["DPSYNTH_NEIGHBOURS"] = "add_remove"
-    for mechanism in ("accurate", "adaptive", "auto"):  # steps of N records reveal the count
-        env["DPSYNTH_MECHANISM"] = mechanism
-        with pytest.raises(ConfigError, match="reveals the private record count"):
-            load_config(env)
+    env["DPSYNTH_NEIGHBOURS"] = "add_remove"  # steps end at tick markers only (P11)
+    config = load_config(env)
+    assert config.mechanism == "auto" and config.tick_seconds == 60
+    assert synthesizer_config(config)["neighbours"] == "add_remove"
+    env["DPSYNTH_MECHANISM"] = "accurate"  # time levels count records: refused
+    with pytest.raises(ConfigError, match="needs mechanism='adaptive' or 'blocks'"):
+        load_config(env)
     del env["DPSYNTH_MECHANISM"]
+    env["DPSYNTH_RELEASE_EVERY"] = "500"  # steps of N records would reveal the count
+    with pytest.raises(ConfigError, match="Unset DPSYNTH_RELEASE_EVERY"):
+        load_config(env)
+    del env["DPSYNTH_RELEASE_EVERY"]
+    env["DPSYNTH_TICK_SECONDS"] = "0"  # no marker: no step would ever end
+    with pytest.raises(ConfigError, match="DPSYNTH_TICK_SECONDS=60"):
+        load_config(env)
+    del env["DPSYNTH_TICK_SECONDS"]
     env["DPSYNTH_NEIGHBOURS"] = "user"
     with pytest.raises(ConfigError, match=r"DPSYNTH_NEIGHBOURS \('user'\) must be one of"):
         load_config(env)

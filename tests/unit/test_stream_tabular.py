@@ -1,7 +1,9 @@
 """The tabular engine under the worker's commit protocol, without a broker (``DPSYNTH_ENGINE``).
 
 A memory sink and a real RocksDB store; crashes raise instead of SIGKILL, and a restart is a new
-processor on the same store fed again from the last acknowledged offset, as Kafka would.
+processor on the same store fed again from the last acknowledged offset, as Kafka would. Under
+add/remove (the tabular default) steps end at the tick markers between the messages (P11);
+the expected releases are the embedded synthesizer's over the same messages.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from dpsynth.stream.settings import load_config  # noqa: E402
 from dpsynth.stream.store import PartitionStore  # noqa: E402
 from dpsynth.tabular.domain import Domain  # noqa: E402
 from dpsynth.testing.kafka import TEST_KEY_HEX, encode_records  # noqa: E402
-from tests.support.embedded import MemorySink
+from tests.support.embedded import MemorySink  # noqa: E402
+from tests.support.markers import embedded_tabular_from_input, marker  # noqa: E402
 from tests.support.tabular import (  # noqa: E402
     SMALL_DOMAIN,
     check_tabular_against_embedded,
@@ -27,8 +30,9 @@ from tests.support.tabular import (  # noqa: E402
     write_domain,
 )
 
-RELEASE_EVERY = 200
+RELEASE_EVERY = 200  # replacement only
 PER_MESSAGE = 70  # not a divisor of RELEASE_EVERY: batches end mid-step
+MARKER_EVERY = 3  # a tick marker after every third message of records
 DOMAIN = Domain.from_dict(SMALL_DOMAIN)
 
 
@@ -41,8 +45,7 @@ def _env(tmp_path, **extra):
         "DPSYNTH_BROKER": "127.0.0.1:9", "DPSYNTH_ENGINE": "tabular",
         "DPSYNTH_DOMAIN_FILE": str(write_domain(tmp_path / "domain.json")),
         "DPSYNTH_EPSILON": "1.0", "DPSYNTH_NOISE_KEY": TEST_KEY_HEX,
-        "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_RELEASE_EVERY": str(RELEASE_EVERY),
-        "DPSYNTH_DATA_DIR": str(tmp_path / "data"),
+        "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_DATA_DIR": str(tmp_path / "data"),
         "DPSYNTH_RELEASE_LINGER_S": "0", "DPSYNTH_CHECKPOINT_INTERVAL_S": "3600",
     }
     env.update(extra)
@@ -62,16 +65,20 @@ def _codes(n, seed):
     return np.stack(cols, axis=1).astype(np.int64)
 
 
-def _messages(codes):
-    return [InputMessage(offset=k, value=encode_records(DOMAIN.decode(codes[i:i + PER_MESSAGE])))
-            for k, i in enumerate(range(0, len(codes), PER_MESSAGE))]
+def _messages(codes, partition=0):
+    """Messages of PER_MESSAGE records, a tick marker after every MARKER_EVERY of them."""
+    values = []
+    for k, i in enumerate(range(0, len(codes), PER_MESSAGE)):
+        values.append(encode_records(DOMAIN.decode(codes[i:i + PER_MESSAGE])))
+        if k % MARKER_EVERY == MARKER_EVERY - 1:
+            values.append(marker(partition, 60_000 * (k + 1)))
+    return [InputMessage(offset=k, value=v) for k, v in enumerate(values)]
 
 
-def _expected(codes, partition=0):
-    per_sequence = embedded_tabular_release_records(
-        codes, domain=DOMAIN, epsilon=1.0, release_every=RELEASE_EVERY, run_id="test-run",
-        partition=partition,
-    )
+def _expected(messages, partition=0):
+    per_sequence = embedded_tabular_from_input(
+        [m.value for m in messages], DOMAIN, epsilon=1.0, release_every=1000,
+        partition=partition)
     return {(partition, s): r for s, r in per_sequence.items()}
 
 
@@ -155,13 +162,38 @@ def test_a_bad_domain_file_is_refused_naming_the_variable(tmp_path):
 
 def test_uninterrupted_run_equals_the_embedded_synthesizer(config):
     codes = _codes(1400, 1)
+    messages = _messages(codes)
     sink = MemorySink()
     proc = _processor(config, sink)
-    assert _run(proc, _messages(codes), 0) == len(_messages(codes)) - 1
-    assert proc.synth.t == len(codes)
-    stats = check_tabular_against_embedded(sink.records(config.output_topic), _expected(codes),
+    last_marker = max(m.offset for m in messages if b"__dpsynth_tick__" in m.value)
+    assert _run(proc, messages, 0) == last_marker  # the open step waits for a checkpoint
+    assert proc.commit() == len(messages) - 1
+    assert proc.synth.t == len(codes)  # markers are never counted as records
+    stats = check_tabular_against_embedded(sink.records(config.output_topic), _expected(messages),
                                            "test-run")
-    assert (stats["releases"], stats["duplicates"]) == (len(codes) // RELEASE_EVERY, 0)
+    assert (stats["releases"], stats["duplicates"]) == (20 // MARKER_EVERY, 0)
+    assert proc.metrics.get("tick_markers", 0) == 20 // MARKER_EVERY
+    proc.close()
+
+
+def test_under_replace_steps_end_every_n_records_or_at_a_marker(tmp_path):
+    config = load_config(_env(tmp_path, DPSYNTH_NEIGHBOURS="replace",
+                              DPSYNTH_RELEASE_EVERY=str(RELEASE_EVERY)))
+    codes = _codes(1400, 1)
+    messages = _messages(codes)
+    sink = MemorySink()
+    proc = _processor(config, sink)
+    _run(proc, messages, 0)
+    expected = {(0, s): r for s, r in embedded_tabular_from_input(
+        [m.value for m in messages], DOMAIN, epsilon=1.0, release_every=RELEASE_EVERY,
+        neighbours="replace").items()}
+    stats = check_tabular_against_embedded(sink.records(config.output_topic), expected,
+                                           "test-run")
+    assert stats["releases"] > len(codes) // RELEASE_EVERY  # the markers added steps
+    without_markers = embedded_tabular_release_records(  # every N records only
+        codes, domain=DOMAIN, epsilon=1.0, release_every=RELEASE_EVERY, run_id="test-run",
+        partition=0, neighbours="replace")
+    assert len(without_markers) == len(codes) // RELEASE_EVERY
     proc.close()
 
 
@@ -169,11 +201,12 @@ def test_partition_one_equals_its_embedded_run_and_draws_its_own_noise(config):
     codes = _codes(400, 2)
     sink = MemorySink()
     proc = _processor(config, sink, partition=1)
-    _run(proc, _messages(codes), 0)
+    _run(proc, _messages(codes, 1), 0)
     records = sink.records(config.output_topic)
-    check_tabular_against_embedded(records, _expected(codes, 1), "test-run")
+    check_tabular_against_embedded(records, _expected(_messages(codes, 1), 1), "test-run")
     # same data, same key, partition 0: other noise, so other synthetic rows
-    assert _expected(codes, 0)[(0, 1)][1:] != _expected(codes, 1)[(1, 1)][1:]
+    assert (_expected(_messages(codes), 0)[(0, 1)][1:]
+            != _expected(_messages(codes, 1), 1)[(1, 1)][1:])
     proc.close()
 
 
@@ -198,8 +231,8 @@ def test_crash_at_each_step_then_restart_continues_identically(config, point, vi
     assert restarted.committed >= acked
     _run(restarted, messages, acked + 1)
     assert restarted.synth.t == len(codes)  # no record lost, none counted twice
-    stats = check_tabular_against_embedded(sink.records(config.output_topic), _expected(codes),
-                                           "test-run")
+    stats = check_tabular_against_embedded(sink.records(config.output_topic),
+                                           _expected(messages), "test-run")
     if point in ("mid_release", "after_release_produced"):
         assert stats["duplicates"] > 0
     restarted.close()
@@ -220,7 +253,7 @@ def test_a_partition_without_state_is_rebuilt_by_replay(config):
     _run(proc, messages, 7)  # Kafka's committed offset was 7, the local state is empty
     assert calls == [(0, 0, 7)]
     assert proc.synth.t == len(codes)
-    check_tabular_against_embedded(sink.records(config.output_topic), _expected(codes),
+    check_tabular_against_embedded(sink.records(config.output_topic), _expected(messages),
                                    "test-run")
     proc.close()
 

@@ -204,3 +204,38 @@ def test_P2_replay_gives_byte_identical_encoded_releases() -> None:
     assert encoded[0] == encoded[1] and len(encoded[0]) == 3
     first = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=400).extend(x)[0]
     assert decode_release(encoded[0][0]) == first  # a release read back equals the one written
+
+
+# -- issue 13: public tick markers (docs/privacy.md P11) --------------------------------------
+
+
+def test_P11_a_tick_always_ends_a_step_under_add_remove() -> None:
+    synth = OnlineSynthesizer(2, 1.0, bytes(32), 100, mechanism="adaptive",
+                              neighbours="add_remove")
+    first = synth.tick()  # no record at all: still a release (emptiness is private)
+    synth.add(np.full((37, 2), 0.3))
+    second = synth.tick()
+    assert [first.metadata["step"], second.metadata["step"]] == [1, 2]
+    assert [first.metadata["sequence"], second.metadata["sequence"]] == [1, 2]
+    assert second.metadata["release_every"] is None  # no records-per-step in a release
+    assert second.t == int(second.leaf_counts.sum())  # the noisy size, not 37
+
+
+@pytest.mark.parametrize("mechanism", ["adaptive", "accurate", "paper"])
+def test_P11_under_replace_a_tick_releases_what_is_new_and_keeps_the_grid(mechanism) -> None:
+    x = np.random.default_rng(5).random((300, 2))  # public test data
+    ticked = OnlineSynthesizer(2, 1.0, bytes(32), 100, mechanism=mechanism)
+    assert ticked.tick() is None  # nothing yet: no release
+    releases = ticked.extend(x[:150])
+    marker = ticked.tick()
+    assert ticked.tick() is None  # nothing new since the marker
+    assert marker.t == 150 == int(marker.leaf_counts.sum())
+    releases += [marker, *ticked.extend(x[150:])]
+    plain = OnlineSynthesizer(2, 1.0, bytes(32), 100, mechanism=mechanism).extend(x)
+    if mechanism == "adaptive":  # a step mechanism: the marker ended a step
+        assert [r.t for r in releases] == [100, 150, 250]
+    else:  # record-count mechanisms keep their tick grid; later releases are unchanged
+        assert [r.t for r in releases] == [100, 150, 200, 300]
+        later = [r for r in releases if r.t in (200, 300)]
+        for a, b in zip(later, plain[1:], strict=True):
+            assert np.array_equal(a.leaf_counts, b.leaf_counts) and a.depth == b.depth

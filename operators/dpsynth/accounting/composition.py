@@ -29,20 +29,29 @@ __all__ = [
 # ---- select–measure–fit on tabular streams (paper 003 Alg 2/3, Thm 6.1; issue 7) ----------
 
 
-def select_measure_split(epsilon: float, k: int) -> tuple[float, float]:
-    """Per-call budgets of paper 003 Alg 3: ``(ε/(2k), ε/(2k))`` for each EM selection and
-    each counter (or Laplace measurement), so a step spends ε/2 on selection + ε/2 on measuring.
+def select_measure_split(epsilon: float, k: int, size_epsilon: float = 0.0
+                         ) -> tuple[float, float]:
+    """Per-call budgets of paper 003 Alg 3: ``((ε−ε_n)/(2k), (ε−ε_n)/(2k))`` for each EM
+    selection and each counter (or Laplace measurement), so a step spends half of what the
+    size counter ``size_epsilon`` = ε_n leaves on selection and half on measuring (ε_n = 0
+    under replacement, where the count is public).
 
     >>> select_measure_split(1.0, 4)
     (0.125, 0.125)
+    >>> select_measure_split(1.0, 1, 0.2)
+    (0.4, 0.4)
     """
     epsilon = _check_epsilon(epsilon)
     k = _check_level("k", k, 1)
-    return epsilon / (2 * k), epsilon / (2 * k)
+    if not (isinstance(size_epsilon, Real) and 0.0 <= float(size_epsilon) < epsilon):
+        raise ConfigError(f"`size_epsilon` ({_show(size_epsilon)}) must lie in [0, epsilon)")
+    rest = epsilon - float(size_epsilon)
+    return rest / (2 * k), rest / (2 * k)
 
 
 def check_select_measure_budget(
-    epsilon: float, k: int, selection_epsilon: float, measurement_epsilon: float
+    epsilon: float, k: int, selection_epsilon: float, measurement_epsilon: float,
+    size_epsilon: float = 0.0,
 ) -> float:
     """Refuse a select–measure split that can spend more than ε on one record of the stream.
 
@@ -51,8 +60,11 @@ def check_select_measure_budget(
     ``selection_epsilon``-DP) and at most k counter inputs — each counter is
     ``measurement_epsilon``-DP over its whole input stream, and a record enters only the counters
     selected at τ (selective counting, Thm 6.1). For the baseline (Alg 2) the k Laplace
-    measurements at τ are the only others. Basic composition: the whole-stream loss is
-    ``k · (selection_epsilon + measurement_epsilon)``, which must not exceed ε.
+    measurements at τ are the only others. Under add/remove the count is private and a
+    continual counter of the step sizes (``size_epsilon``-DP over its whole input, one input
+    per step) scales the model instead (docs/privacy.md P12). Basic composition: the
+    whole-stream loss is ``size_epsilon + k · (selection_epsilon + measurement_epsilon)``,
+    which must not exceed ε.
 
     Returns the loss; raises BudgetExceededError otherwise (privacy: P1 for issue 7).
 
@@ -65,12 +77,16 @@ def check_select_measure_budget(
                         ("measurement_epsilon", measurement_epsilon)):
         if not (isinstance(value, Real) and math.isfinite(float(value)) and float(value) > 0):
             raise ConfigError(f"`{name}` ({_show(value)}) must be a finite number > 0")
-    loss = k * (float(selection_epsilon) + float(measurement_epsilon))
-    if loss > epsilon * (1.0 + _BUDGET_RTOL):
+    if not (isinstance(size_epsilon, Real) and math.isfinite(float(size_epsilon))
+            and float(size_epsilon) >= 0):
+        raise ConfigError(f"`size_epsilon` ({_show(size_epsilon)}) must be a finite number >= 0")
+    loss = float(size_epsilon) + k * (float(selection_epsilon) + float(measurement_epsilon))
+    if loss > epsilon * (1.0 + _BUDGET_RTOL):  # privacy: P12
         shown, eps = _fmt_pair(loss, epsilon)
         raise BudgetExceededError(
-            f"select–measure split spends ε={shown} per record (k={k} selections and "
-            f"measurements at its step), above epsilon={eps}; use select_measure_split(ε, k)"
+            f"select–measure split spends ε={shown} per record (the size counter, k={k} "
+            f"selections and measurements at its step), above epsilon={eps}; use "
+            "select_measure_split(ε, k, size_epsilon)"
         )
     return loss
 

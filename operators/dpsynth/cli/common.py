@@ -143,15 +143,21 @@ def read_table(path: Path) -> tuple[list[Any], tuple[str, ...] | None]:
 
 def load_source(
     input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
-    seed: int, limit: int | None,
+    seed: int, limit: int | None, *, time_column: str | None = None,
 ) -> Source:
-    """The input named by the options: a file, a data set, or the generated stream."""
+    """The input named by the options: a file, a data set, or the generated stream.
+
+    ``time_column`` (``dpsynth run --time-column``) is never a coordinate of the header form.
+    """
     if input_path is not None and dataset is not None:
         raise click.UsageError("give either --input or --dataset, not both")
     if schema_path is not None and input_path is None:
         raise click.UsageError("--schema maps the columns of an --input file; add --input FILE")
+    if time_column is not None and input_path is None:
+        raise click.UsageError("--time-column reads the time of each record of an --input file; "
+                               "add --input FILE")
     if input_path is not None:
-        source = _file_source(input_path, schema_path)
+        source = _file_source(input_path, schema_path, time_column)
     elif dataset == "gowalla":
         path = datasets.gowalla_path()
         if not path.is_file():
@@ -174,7 +180,8 @@ def load_source(
     return source
 
 
-def _file_source(path: Path, schema_path: Path | None) -> Source:
+def _file_source(path: Path, schema_path: Path | None, time_column: str | None = None
+                 ) -> Source:
     """The records of ``path`` under a declared schema, or under the CSV header's columns.
 
     A schema is never inferred from values (DESIGN §3 "What may depend on the data"): without
@@ -192,6 +199,10 @@ def _file_source(path: Path, schema_path: Path | None) -> Source:
             f"{path} is NDJSON, which names no columns up front; pass --schema FILE to declare "
             "the columns and their bounds (schemas/example-schema.json shows the format)"
         )
+    if time_column is not None:
+        if time_column not in header:
+            raise click.UsageError(f"--time-column {time_column!r} is not a column of {path}")
+        header = tuple(name for name in header if name != time_column)
     if not header:
         raise click.UsageError(f"{path} has no CSV header; pass --schema FILE")
     schema = Schema(tuple(Column(name, 0.0, 1.0) for name in header))

@@ -84,10 +84,14 @@ def inspect(path: Path, n_points: int, schema_path: Path | None) -> None:
               help="Random query boxes per size (small, medium, large).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the results to this JSON file.")
+@click.option("--records", type=click.IntRange(min=0),
+              help="Valid input records (in time order) behind the release: needed under "
+                   "add/remove, whose t is a noisy size (dpsynth run's summary.json lists them "
+                   "as records_behind_releases).")
 @fail_on_dpsynth_error
 def evaluate(release_path: Path, input_path: Path | None, schema_path: Path | None,
              dataset: str | None, points: int, seed: int, limit: int | None, w1_points: int,
-             boxes: int, json_path: Path | None) -> None:
+             boxes: int, json_path: Path | None, records: int | None) -> None:
     """Evaluate a release against the first t valid records of its input (default: the
     generated stream of ``dpsynth run`` with the same --points and --seed).
 
@@ -99,9 +103,12 @@ def evaluate(release_path: Path, input_path: Path | None, schema_path: Path | No
     if source.d != release.d:
         raise click.UsageError(f"the input has d = {source.d}, the release d = {release.d}")
     true = source.valid_points()
-    fed = release.t  # under add/remove t is a noisy size: the records are step × release_every
-    if release.metadata.get("neighbours") == "add_remove":
-        fed = int(release.metadata["step"]) * int(release.metadata["release_every"])
+    fed = release.t if records is None else records
+    if records is None and release.metadata.get("neighbours") == "add_remove":
+        raise click.UsageError(  # privacy: P11 — no release says how many records it covers
+            "under add/remove a release's t is a noisy size and nothing in it gives the number "
+            "of records it covers; pass --records N (dpsynth run's summary.json lists them as "
+            "records_behind_releases)")
     if len(true) < fed:
         raise click.UsageError(
             f"the input has {len(true):,} valid records, fewer than the release's t = "

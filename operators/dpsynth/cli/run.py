@@ -3,7 +3,9 @@
 Layer: adapter. Writes every release to ``OUT/releases/release-{sequence:06d}.bin`` (release
 format v1), rejected records to ``OUT/dead-letter.ndjson`` (index and reason, never the value),
 and ``OUT/summary.json``, ``OUT/true-vs-synthetic.png``, ``OUT/w1-over-t.png`` — evaluation
-artefacts computed from the raw input, not private. Only the releases are ε-DP.
+artefacts computed from the raw input, not private. Only the releases are ε-DP. Steps: every
+``--release-every`` records (replacement), or the buckets of a declared time column
+(:mod:`~dpsynth.cli.timesteps`; the only way under add/remove, docs/privacy.md P11).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from dpsynth.cli.common import Source, figure, load_source, print_key, resolve_key, source_options
 from dpsynth.cli.errors import fail_on_dpsynth_error
+from dpsynth.cli.timesteps import TimeSteps, time_options, time_steps
 from dpsynth.eval.report import w1_bracket
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import Release, encode_release, read_release_file, write_release_file
@@ -82,6 +85,40 @@ def _feed(synth: OnlineSynthesizer, source: Source, out: Path, run_id: str,
             progress.update(task, advance=size, releases=len(files))
     true = np.concatenate(parts) if parts else np.zeros((0, source.d))
     return RunLog(true, files, rejected, clips)
+
+
+def _feed_steps(synth: OnlineSynthesizer, source: Source, steps: TimeSteps, out: Path,
+                run_id: str, console: Console) -> RunLog:
+    """One step per declared time bucket (public time): add its records, then step()."""
+    releases_dir = out / "releases"
+    releases_dir.mkdir(parents=True, exist_ok=True)
+    for stale in releases_dir.glob("release-*.bin"):
+        stale.unlink()
+    records = source.records or []
+    bucket, rejects = steps.buckets(records)
+    timed = np.flatnonzero(bucket >= 0)
+    points, clips, bad = source.schema.split_valid([records[i] for i in timed])  # type: ignore[union-attr]
+    rejects += [(int(timed[j]), why) for j, why in bad]
+    keep = np.ones(timed.size, bool)
+    keep[[j for j, _ in bad]] = False
+    order = np.argsort(bucket[timed[keep]], kind="stable")  # time order, input order within
+    points, bucket = points[order], bucket[timed[keep]][order]
+    with open(out / "dead-letter.ndjson", "w", encoding="utf-8") as dead:
+        for index, reason in sorted(rejects):  # the index and the rule broken, never the value
+            dead.write(json.dumps({"index": index, "reason": reason}, ensure_ascii=False) + "\n")
+    n_steps = steps.n_steps(bucket)
+    bounds = np.searchsorted(bucket, np.arange(n_steps + 1))
+    files = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("steps", total=n_steps)
+        for k in range(n_steps):
+            synth.add(points[bounds[k]:bounds[k + 1]])
+            release = synth.step()  # privacy: P11 (the end of a declared time bucket)
+            sequence, _, path = _write_release(release, releases_dir, run_id, 1)
+            files.append((sequence, int(bounds[k + 1]), path))
+            progress.advance(task)
+    return RunLog(points, files, len(rejects), clips)
 
 
 def _w1_over_t(log: RunLog, w1_points: int) -> list[dict[str, Any]]:
@@ -154,7 +191,8 @@ def _plot_w1_over_t(path: Path, curve: list[dict[str, Any]], title: str) -> None
 
 
 def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[str, Any],
-             curve: list[dict[str, Any]], key_label: str) -> dict[str, Any]:
+             curve: list[dict[str, Any]], key_label: str,
+             steps: TimeSteps | None) -> dict[str, Any]:
     release = synth.release()
     clips = log.clips
     return {
@@ -164,8 +202,13 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
         "clipped": (clips.total if clips is not None else 0) + synth.clipped,
         "clipped_per_column": clips.per_column if clips is not None else {},
         "t": release.t, "releases": len(log.files), "depth": release.depth,
-        "epsilon": synth.epsilon, "neighbours": "replace", "mechanism": synth.mechanism,
-        "worst_case_loss": synth.worst_case_loss, "release_every": synth.release_every,
+        "epsilon": synth.epsilon, "neighbours": synth.neighbours, "mechanism": synth.mechanism,
+        "worst_case_loss": synth.worst_case_loss,
+        "release_every": synth.release_every if steps is None else None,
+        "time_steps": None if steps is None else {
+            "column": steps.column, "origin": steps.origin, "period": steps.period,
+            "end": steps.end, "steps": len(log.files)},
+        "records_behind_releases": [[s, fed] for s, fed, _ in log.files],
         "max_depth": synth.max_depth, "key": key_label,
         "w1_final": final, "w1_over_t": curve,
     }
@@ -184,8 +227,9 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 @click.option("--w1-points", type=click.IntRange(min=100), default=5000, show_default=True,
               help="Exact W1 of the final release on at most this many points (subsampled "
                    "beyond, and summary.json says so).")
-@click.option("--run-id", default="local", show_default=True,
-              help="run_id written in every release record.")
+@click.option("--run-id", default=None,
+              help="run_id written in every release record (default run-<key fingerprint>, "
+                   "one per key: docs/privacy.md P13).")
 @click.option("--mechanism",
               type=click.Choice(["auto", "accurate", "paper", "adaptive", "blocks"]),
               default="auto", show_default=True,
@@ -194,49 +238,56 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
                    "per-level histograms; paper: HVZ Alg 1.")
 @click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
               show_default=True,
-              help="replace: the papers' notion (t public). add_remove is refused here: "
-                   "steps of --release-every records would reveal the private count.")
+              help="replace: the papers' notion (t public). add_remove: the count is private; "
+                   "needs steps from a declared time column (--time-column …).")
+@time_options
 @click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=None,
               help="accurate: budget share of a fresh counter, so releases move within a level "
                    "[default: 0.3].")
 @fail_on_dpsynth_error
 def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
         seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
-        out: Path, w1_points: int, run_id: str, mechanism: str, neighbours: str,
-        fresh: float | None) -> None:
+        out: Path, w1_points: int, run_id: str | None, mechanism: str, neighbours: str,
+        time_column: str | None, time_origin: str | None, time_period: float | None,
+        time_end: str | None, fresh: float | None) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
 
     The default input is a generated stream of 20,000 points from drifting Gaussian blobs.
     summary.json and the two PNGs compare releases with the raw input: evaluation only, not
     private. The releases in OUT/releases are the ε-DP output.
     """
-    if neighbours == "add_remove":  # privacy: P9 (a step may end only on a public clock)
-        raise click.UsageError(
-            "--neighbours add_remove: dpsynth run ends a step every --release-every records, "
-            "which reveals the private record count; run with --neighbours replace, or feed "
-            "steps on a public clock with the library (OnlineSynthesizer.add and .step)"
-        )
+    steps = time_steps(time_column, time_origin, time_period, time_end, neighbours)
+    if steps is not None and mechanism in ("accurate", "paper"):
+        raise click.UsageError(f"--time-column: --mechanism {mechanism} counts time in records; "
+                               "use --mechanism adaptive or blocks (steps of public time)")
     console = Console()
     noise_key = resolve_key()
     print_key(console, noise_key)
     key, key_label, is_demo = noise_key.reveal(), noise_key.label(), noise_key.is_demo
-    source = load_source(input_path, schema_path, dataset, points, seed, limit)
-    settings = SynthesisSettings.of(epsilon=epsilon, release_every=release_every,
-                                    max_depth=max_depth, mechanism=mechanism,
-                                    neighbours=neighbours, label=option_name)
+    run_id = run_id or f"run-{noise_key.fingerprint}"  # privacy: P13 (one run id per key)
+    source = load_source(input_path, schema_path, dataset, points, seed, limit,
+                         time_column=time_column)
+    settings = SynthesisSettings.of(
+        epsilon=epsilon, release_every=release_every, max_depth=max_depth,
+        mechanism=mechanism,
+        neighbours=neighbours, label=option_name)
     options: dict[str, Any] = {"fresh": fresh} if fresh is not None else {}
     synth = settings.synthesizer(source.d, key, **options)
     console.print(f"input: {source.label}")
     mechanism = synth.mechanism  # "auto" resolved
-    console.print(f"d = {source.d}, ε = {epsilon:g} ({mechanism} mechanism), a release every "
-                  f"{release_every:,} records, max depth {max_depth}; writing to {out}/")
+    when = (f"a release every {release_every:,} records" if steps is None else
+            f"a release per {steps.period:g} of {steps.column!r} from {steps.origin:g}")
+    console.print(f"d = {source.d}, ε = {epsilon:g} ({mechanism} mechanism, {neighbours}), "
+                  f"{when}, max depth {max_depth}; writing to {out}/")
     out.mkdir(parents=True, exist_ok=True)
-    log = _feed(synth, source, out, run_id, console)
+    log = (_feed(synth, source, out, run_id, console) if steps is None else
+           _feed_steps(synth, source, steps, out, run_id, console))
     console.print(f"{synth.t:,} records accepted, {log.rejected:,} rejected "
                   f"(dead-letter.ndjson), {len(log.files):,} releases in {out / 'releases'}/")
-    if not log.files:
-        console.print(f"[yellow]no release: fewer than --release-every ({release_every:,}) "
-                      "valid records; no summary or plots written[/]")
+    if not log.files or not len(log.true):
+        console.print("[yellow]no release, or no valid record: fewer than --release-every "
+                      f"({release_every:,}) valid records, or no time step; no summary or "
+                      "plots written[/]")
         return
     release = synth.release()
     fed = log.files[-1][1]  # records behind the last release (its t may be a noisy size)
@@ -244,7 +295,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
         final = w1_bracket(log.true[:fed], release.points,
                                           max_points=w1_points)
         curve = _w1_over_t(log, w1_points)
-    summary = _summary(synth, source, log, final, curve, key_label)
+    summary = _summary(synth, source, log, final, curve, key_label, steps)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     short_key = "public demo key" if is_demo else "private key"
     title = f"dpsynth run: t = {release.t:,}, ε = {epsilon:g}, {mechanism} mechanism, {short_key}"

@@ -71,7 +71,12 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
               show_default=True, help="Stream order of the rows.")
 @click.option("--epsilon", type=float, default=1.0, show_default=True)
 @click.option("--release-every", type=int, default=200, show_default=True,
-              help="Records per step.")
+              help="Records per batch; each batch is one public time step (the paper's "
+                   "streams), ended by step(), never by counting records.")
+@click.option("--neighbours", type=click.Choice(["add_remove", "replace"]),
+              default="add_remove", show_default=True,
+              help="add_remove: the paper's notion, the table size is a noisy count; "
+                   "replace: the count is public, every sensitivity doubled.")
 @click.option("--mechanism", type=click.Choice(METHODS), default="proposed", show_default=True,
               help="proposed: select-measure-fit (Alg 3); baseline: StreamingMWEM (Alg 2).")
 @click.option("--counter", type=click.Choice(COUNTERS), default="simple", show_default=True)
@@ -86,7 +91,7 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
               default=Path("dpsynth-tabular-out"), show_default=True)
 @fail_on_dpsynth_error
 def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
-        release_every: int, mechanism: str, counter: str, k: int, fit: str,
+        release_every: int, neighbours: str, mechanism: str, counter: str, k: int, fit: str,
         max_steps: int | None, write_every: int, out: Path) -> None:
     """Stream a table through the synthesizer; write releases, errors and a plot."""
     from dpsynth.cli.common import print_key, resolve_key
@@ -111,7 +116,7 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     key = noise_key.reveal()
     synth = TabularSynthesizer(domain, epsilon, key, release_every=release_every,
                                mechanism=mechanism, counter=counter, workloads_per_step=k,
-                               fit=fit)
+                               fit=fit, neighbours=neighbours)
     out.mkdir(parents=True, exist_ok=True)
     steps = -(-codes.shape[0] // release_every)
     if max_steps is not None:
@@ -124,15 +129,17 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
         task = progress.add_task("steps", total=steps)
         for t in range(steps):
             chunk = codes[t * release_every:(t + 1) * release_every]
-            done = synth.extend(chunk)
-            release = done[0] if done else synth.step()
+            synth.add(chunk)  # one batch = one public step (paper 003's streams)
+            release = synth.step()
             true_flat += w.answers_flat(w.flat_index(chunk))
             metrics = summarise(*workload_errors(w, w.split(true_flat),
                                                  w.answers(release.records)))
-            rows.append({"step": release.step, "records": synth.records_seen, **metrics})
+            rows.append({"step": release.step, "records": min((t + 1) * release_every,
+                                                              codes.shape[0]), **metrics})
             if (t + 1) % write_every == 0 or t == steps - 1:
                 write_release_file(out / f"release-{release.step:06d}.tabular",
-                                   encode_tabular_release(release, run_id="tabular-run",
+                                   encode_tabular_release(release,
+                                                          run_id=f"run-{noise_key.fingerprint}",
                                                           partition=0))
             progress.advance(task)
     with open(out / "errors.csv", "w", newline="", encoding="utf-8") as f:

@@ -8,8 +8,9 @@ Example (a local broker from ``deploy/kafka-local.sh start``)::
     export DPSYNTH_NOISE_KEY_FILE=/run/secrets/dpsynth-key DPSYNTH_DATA_DIR=/data
     dpsynth worker            # or: python -m dpsynth worker --config worker.toml
 
-Before Faust starts, the command checks the configuration, that the three topics exist, and that
-no other worker uses the data directory; every failure prints what to fix and exits with 2.
+Before Faust starts, the command checks the configuration, that the three topics exist, that no
+release of its run id on the output topic carries another key fingerprint (P13), and that no
+other worker uses the data directory; every failure prints what to fix and exits with 2.
 """
 
 from __future__ import annotations
@@ -89,7 +90,12 @@ def warm_up(config: WorkerConfig) -> None:
 
     warm = config.model_copy(update={"release_every": 64, "max_depth": min(config.max_depth, 8)})
     synth = warm.synthesizer(config.d, bytes(32))
-    synth.extend(np.full((256, config.d), 0.5))
+    if synth.neighbours == "add_remove":  # steps end only at ticks
+        for _ in range(4):
+            synth.add(np.full((64, config.d), 0.5))
+            synth.step()
+    else:
+        synth.extend(np.full((256, config.d), 0.5))
     synth.snapshot()
 
 
@@ -98,8 +104,11 @@ def run_worker(config: WorkerConfig) -> None:
     from faust.worker import Worker
 
     from dpsynth.stream.app import create_app
+    from dpsynth.stream.runcheck import check_run_key
 
     partitions = check_topics(config)
+    check_run_key(config.bootstrap_servers(), config.output_topic, config.run_id,
+                  config.noise_key.fingerprint, records=config.key_check_records)
     lock = lock_data_dir(config)
     warm_up(config)
     app, _ = create_app(config)

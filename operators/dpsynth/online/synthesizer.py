@@ -160,6 +160,11 @@ class OnlineSynthesizer:
         self._last: Release | None = None
 
     @property
+    def open_records(self) -> int:
+        """Records since the latest step or tick end that released (the open step)."""
+        return self._open
+
+    @property
     def n_cells(self) -> int:
         """Cells created so far, over all depths."""
         return self._mechanism.n_cells
@@ -244,9 +249,28 @@ class OnlineSynthesizer:
         self._mechanism.end_tick(self.t)
         return self._make_release()
 
-    def _make_release(self) -> Release:
+    def tick(self) -> Release | None:
+        """A public tick marker (the worker's timer, a file's time bucket): release if due.
+
+        Under add/remove the open step always ends here, empty or not (whether it holds records
+        is private), and its release is returned. Under replacement the count is public: with
+        no record since the latest release nothing is released (None); otherwise a step
+        mechanism ends its step, and a record-count mechanism (``accurate``, ``paper``)
+        releases at the current t from the counts of its completed ticks, its tick grid
+        (every ``release_every`` records and every level end) unchanged (docs/privacy.md P11).
+        """
+        if self.neighbours == "add_remove":  # privacy: P11 (one step per marker, always)
+            return self.step()
+        if self.t == (self._last.t if self._last is not None else 0):
+            return None  # nothing new (t is public under replacement)
+        if not self._mechanism.counts_records:
+            return self.step()
+        return self._make_release(end_step=False)  # privacy: P6 (t and released counts)
+
+    def _make_release(self, *, end_step: bool = True) -> Release:
         size, depth, leaf_counts = self._mechanism.release_counts(self.t, self.placement_seed)
-        self._open = 0
+        if end_step:
+            self._open = 0
         self.sequence += 1
         self._last = Release(
             t=size,  # under add/remove a noisy size (P9)
@@ -275,7 +299,8 @@ class OnlineSynthesizer:
             "worst_case_loss": self.worst_case_loss,
             "schedule": self.mechanism,
             "schedule_params": dict(self.schedule_params),
-            "release_every": self.release_every,
+            # under add/remove steps end only at public ticks: no records-per-step (P9)
+            "release_every": self.release_every if self.neighbours == "replace" else None,
             "max_depth": self.max_depth,
             "placement": self.placement,
             "key_fingerprint": self._noise.fingerprint(),

@@ -18,7 +18,10 @@ module               owns
 ``replay``           the replay reader of an input partition (state rebuilt without local state)
 ``metrics``          Prometheus text exposition of the operator's counters
 ``crash``            ``DPSYNTH_CRASH_AT``: deterministic self-SIGKILL points for crash tests
-``app``              the Faust app: topics, the agent (concurrency 1), rebalance hooks, /metrics
+``ticks``            tick markers: public time written into each input partition (P11)
+``runcheck``         the key check at start: one run id, one noise key (P13)
+``app``              the Faust app: topics, the agent (concurrency 1), rebalance hooks, /metrics,
+                     the tick-marker timer
 ===================  =========================================================================
 
 The commands (``dpsynth worker``, ``produce``, ``consume``) are in :mod:`dpsynth.cli`, the

@@ -13,7 +13,9 @@ matter, and why (``docs/operator.md`` has the long form):
 - no Faust tables, no changelog topics, no standby replicas, ``processing_guarantee`` at least
   once: state is our own RocksDB database per partition (:mod:`dpsynth.stream.store`);
 - heavy work (decode, synthesizer, snapshot, RocksDB) runs in one executor thread, so the event
-  loop keeps heart-beating to the group coordinator during long ticks.
+  loop keeps heart-beating to the group coordinator during long ticks;
+- a timer writes one tick marker per owned input partition per ``DPSYNTH_TICK_SECONDS``
+  (:mod:`dpsynth.stream.ticks`) into that partition: public time that replays see too.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from dpsynth.stream.replay import make_replay
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.sink import KafkaSink
 from dpsynth.stream.store import PartitionStore
+from dpsynth.stream.ticks import MarkerKey, period_start_ms
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,8 @@ class Operator:
         self.lock = asyncio.Lock()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpsynth")
         self.stream: StreamT | None = None
+        self.markers = MarkerKey(config.noise_key.reveal(), config.run_id)
+        self.marker_sent: dict[int, int] = {}  # partition → period of the last marker written
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
@@ -118,6 +123,27 @@ class Operator:
                     committed = await self._run(proc.commit)
                     await self._ack_upto(partition, committed)
 
+    def write_markers(self, now_s: float | None = None) -> None:
+        """One tick marker per owned input partition and period (privacy: P11).
+
+        The marker of the current period is written once per partition; a partition loaded
+        from state whose last applied marker is older gets it at once (a restart in the
+        middle of a period writes it again: the processor skips the second copy).
+        """
+        period = self.config.tick_seconds
+        at_ms = period_start_ms(time.time() if now_s is None else now_s, period)
+        for partition, proc in list(self.processors.items()):
+            if at_ms <= self.marker_sent.get(partition, proc.last_tick_ms):
+                continue
+            self.sink.send(self.config.input_topic, b"dpsynth-tick",
+                           self.markers.encode(partition, at_ms), partition=partition)
+            self.marker_sent[partition] = at_ms
+            self.metrics.inc("tick_markers_written", partition)
+
+    async def tick(self) -> None:
+        """The tick-marker timer's body (see :meth:`write_markers`)."""
+        self.write_markers()
+
     async def _ack_upto(self, partition: int, committed: int) -> None:
         queue = self.pending.get(partition)
         if queue is None or self.stream is None:
@@ -140,6 +166,7 @@ class Operator:
                     continue
                 proc = self.processors.pop(tp.partition, None)
                 self.pending.pop(tp.partition, None)
+                self.marker_sent.pop(tp.partition, None)
                 if proc is not None:
                     await self._run(proc.close)
                     log.info("partition %d revoked: state closed at watermark %d",
@@ -211,6 +238,11 @@ def create_app(config: WorkerConfig, *, sink: Sink | None = None) -> tuple[faust
     @app.timer(interval=max(config.checkpoint_interval_s / 2, 0.5))
     async def checkpoint() -> None:
         await operator._guard(operator.checkpoint())
+
+    if config.tick_seconds > 0:
+        @app.timer(interval=min(max(config.tick_seconds / 4, 0.05), 1.0))
+        async def tick_markers() -> None:
+            await operator._guard(operator.tick())
 
     @app.on_partitions_assigned.connect
     async def on_assigned(sender: Any, assigned: set[TP], **kwargs: Any) -> None:

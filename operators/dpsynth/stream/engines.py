@@ -11,8 +11,10 @@ is written to the output topic. Two engines implement it, chosen by ``DPSYNTH_EN
   select-measure-fit synthesizer over a finite domain (:mod:`dpsynth.tabular`), records encoded
   by the domain.
 
-Both release after every ``release_every`` valid records (one tick, or one time step), which is
-what lets the processor cut a batch at tick boundaries without knowing the engine.
+Time (docs/privacy.md P11): both release at every public tick marker (:meth:`Engine.tick`,
+from :mod:`dpsynth.stream.ticks`); under replacement also after every ``release_every`` valid
+records (:meth:`Engine.until_release` tells the processor where to cut a batch, without knowing
+the engine); under add/remove never by count — records only join the open step.
 """
 
 from __future__ import annotations
@@ -47,7 +49,14 @@ class Engine(Protocol):
         """Decode raw messages: valid rows in order, rejects with reasons (never values)."""
 
     def extend(self, rows: np.ndarray) -> list[Any]:
-        """Feed valid rows; return the releases completed (in order)."""
+        """Feed valid rows; return the releases completed (in order; none under add/remove)."""
+
+    def tick(self) -> list[Any]:
+        """A tick marker: the release it makes (none under replacement if nothing is new)."""
+
+    def until_release(self) -> int | None:
+        """Valid records until the next release by count; None when releases come only at
+        tick markers (add/remove)."""
 
     def snapshot(self) -> bytes:
         """The state, restorable with the same key (true counts: protect it)."""
@@ -81,8 +90,23 @@ class PointEngine:
         return split_batch(self.schema, values)
 
     def extend(self, rows: np.ndarray) -> list[Any]:
-        """Feed points (n×d); a release at every multiple of ``release_every``."""
+        """Feed points (n×d): a release every ``release_every`` records under replacement;
+        under add/remove the points join the open step (privacy: P11)."""
+        if self.synth.neighbours == "add_remove":
+            self.synth.add(rows)
+            return []
         return list(self.synth.extend(rows))
+
+    def tick(self) -> list[Any]:
+        """A tick marker (:meth:`OnlineSynthesizer.tick`)."""
+        release = self.synth.tick()
+        return [] if release is None else [release]
+
+    def until_release(self) -> int | None:
+        """Records until the next count-defined release (None under add/remove)."""
+        if self.synth.neighbours == "add_remove":
+            return None
+        return self.release_every - self.synth.open_records
 
     def snapshot(self) -> bytes:
         """The synthesizer's snapshot."""

@@ -29,6 +29,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "dead_lettered_records": ("counter", "Records rejected (undecodable, missing field, NaN…)."),
     "clipped_values": ("counter", "Values outside the declared bounds, clipped (and counted)."),
     "ticks": ("counter", "Ticks ended (each ends with a release)."),
+    "tick_markers": ("counter", "Tick markers applied (each ends a step; DPSYNTH_TICK_SECONDS)."),
+    "tick_markers_skipped": ("counter", "Tick markers skipped: a period already applied, or "
+                                        "another run's (or a forged) marker."),
+    "tick_markers_written": ("counter", "Tick markers this worker wrote into the partition."),
     "releases": ("counter", "Releases delivered to the synthetic topic."),
     "release_records": ("counter", "Records (header, chunks, end) of delivered releases."),
     "state_commits": ("counter", "Atomic state commits (snapshot chunks + watermark)."),

@@ -14,6 +14,8 @@ The commit protocol (DESIGN §3 "Exactly-once as consumers see it"), per batch o
 3. Decode and check all records at once; invalid ones go to the dead-letter topic with a reason.
 4. Feed the valid rows to the partition's engine (:mod:`dpsynth.stream.engines`): the point
    synthesizer (:class:`~dpsynth.online.synthesizer.OnlineSynthesizer`) or the tabular one.
+   A tick marker (:mod:`dpsynth.stream.ticks`) between the records ends a step there; it is
+   never a record, and its offset enters the watermark like a record's (privacy: P11).
 5. If releases completed (or a checkpoint is due): produce every record of every release and
    wait until the broker has them all (and every dead letter); **then** commit the snapshot and
    the watermark atomically (:class:`~dpsynth.stream.store.PartitionStore`); **then** report the
@@ -42,6 +44,7 @@ from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.store import PartitionStore
 from dpsynth.stream.tabular_engine import TABULAR_VARIABLES, tabular_public_config
+from dpsynth.stream.ticks import Marker, MarkerKey, parse_marker
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +62,9 @@ class InputMessage:
 class Sink(Protocol):
     """Where releases and dead letters go (the confluent-kafka producer, or a test fake)."""
 
-    def send(self, topic: str, key: bytes, value: bytes) -> None:
-        """Queue one record for delivery (order per key is kept)."""
+    def send(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
+        """Queue one record for delivery (order per key is kept; ``partition``: a tick
+        marker into its input partition)."""
 
     def flush(self) -> None:
         """Block until every queued record is delivered; raise if any delivery failed."""
@@ -132,6 +136,8 @@ class PartitionProcessor:
         self.crash = crash or CrashPoints(None)
         self.replay = replay
         self._public_config = public_config(config)
+        self._markers = MarkerKey(config.noise_key.reveal(), config.run_id)
+        self.last_tick_ms = -1  # period of the last tick marker applied (in the state)
         self.synth, self.committed = self._load()
         self.watermark = self.committed  # last offset fed to the synthesizer (in memory)
         self._fresh = True  # no message seen since the load: check for a gap once
@@ -166,6 +172,7 @@ class PartitionProcessor:
                     "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
                 )
         synth = open_engine(self.config, self.partition, stored.snapshot)
+        self.last_tick_ms = stored.last_tick_ms
         log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
                  self.partition, synth.t, synth.sequence, stored.watermark)
         return synth, stored.watermark
@@ -223,6 +230,37 @@ class PartitionProcessor:
         return len(batch)
 
     def _feed(self, new: list[InputMessage]) -> None:
+        """Feed messages in offset order: runs of records, cut at tick markers."""
+        start = 0
+        for i, message in enumerate(new):
+            marker = parse_marker(message.value)
+            if marker is None:
+                continue
+            if i > start:
+                self._feed_records(new[start:i])
+            self._apply_marker(message, marker)
+            start = i + 1
+        if start < len(new):
+            self._feed_records(new[start:])
+
+    def _apply_marker(self, message: InputMessage, marker: Marker) -> None:
+        """End the step at a tick marker of this run (a later period than the last applied)."""
+        p = self.partition
+        if not self._markers.accepts(marker, p) or marker.at_ms <= self.last_tick_ms:
+            # another run's marker, a bad tag, or a second marker of an applied period
+            self.metrics.inc("tick_markers_skipped", p)
+        else:
+            releases = self.synth.tick()  # privacy: P11 (steps end at public ticks)
+            self.last_tick_ms = marker.at_ms
+            done = time.monotonic()
+            self._releases.extend((release, message.received, done) for release in releases)
+            self.metrics.inc("tick_markers", p)
+            self.metrics.inc("ticks", p, len(releases))
+        self.metrics.inc("messages_in", p)
+        self.watermark = message.offset
+        self._unacked += 1
+
+    def _feed_records(self, new: list[InputMessage]) -> None:
         config, p = self.config, self.partition
         batch = self.synth.split([m.value for m in new])
         for index, rejects in sorted(batch.rejects.items()):  # in offset order
@@ -246,8 +284,9 @@ class PartitionProcessor:
         valid_end = np.cumsum(batch.valid_per_message)
         first, start = 0, 0
         while first < len(new):
-            need = config.release_every - self.synth.t % config.release_every
-            last = min(int(np.searchsorted(valid_end, start + need)), len(new) - 1)
+            need = self.synth.until_release()  # None: no release by count (add/remove)
+            last = (len(new) - 1 if need is None else
+                    min(int(np.searchsorted(valid_end, start + need)), len(new) - 1))
             end = int(valid_end[last])
             releases = self.synth.extend(batch.points[start:end])
             done = time.monotonic()
@@ -258,8 +297,8 @@ class PartitionProcessor:
             self.metrics.inc("ticks", p, len(releases))
             self.watermark = new[last].offset
             self._unacked += last + 1 - first
-            if self.synth.t % config.release_every:
-                self.crash.reached("mid_tick")
+            if self.synth.until_release() != config.release_every:
+                self.crash.reached("mid_tick")  # records of an open step or tick
             first, start = last + 1, end
             if (first < len(new) and self._releases
                     and done - self._releases[0][2] >= config.release_linger_s):
@@ -308,6 +347,7 @@ class PartitionProcessor:
             stats = self.store.commit(
                 self.synth.snapshot(), watermark=self.watermark, t=self.synth.t,
                 sequence=self.synth.sequence, config=self._public_config,
+                last_tick_ms=self.last_tick_ms,
             )
             self.metrics.observe("state_commit_seconds", p, time.perf_counter() - start)
             self.metrics.inc("state_commits", p)

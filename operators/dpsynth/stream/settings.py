@@ -127,7 +127,11 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
     tabular_counter: Annotated[str, choice(COUNTERS)] = str(_tabular_default("counter"))
     tabular_workloads_per_step: Annotated[int, integer(1)] = int(
         _tabular_default("workloads_per_step"))
+    #: Period P of the tick markers (0: none; replacement only): public time (P11).
+    tick_seconds: Annotated[float, number(0.0)] = 60.0
     run_id: Ident = ""  # default: run-<key fingerprint>
+    #: Records read from the end of each output partition for the key check at start (P13).
+    key_check_records: Annotated[int, integer(0)] = 10_000
     data_dir: Path = Path("dpsynth-data")
     noise_key_hex: SecretStr | None = Field(None, alias="DPSYNTH_NOISE_KEY", repr=False)
     noise_key_file: str | None = None
@@ -303,11 +307,18 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
     if not config.neighbours:
         updates["neighbours"] = "add_remove" if config.engine == "tabular" else "replace"
     config = config.model_copy(update=updates)
-    if config.engine == "points" and config.neighbours == "add_remove":  # privacy: P9
-        raise ConfigError(
-            "DPSYNTH_NEIGHBOURS=add_remove: the point engine ends a step every "
-            "DPSYNTH_RELEASE_EVERY records, which reveals the private record count; until steps "
-            "come from tick markers on a public clock, run it with DPSYNTH_NEIGHBOURS=replace")
+    if config.neighbours == "add_remove":  # privacy: P11 (steps end only at tick markers)
+        if config.tick_seconds <= 0:
+            raise ConfigError(
+                "DPSYNTH_TICK_SECONDS=0 under DPSYNTH_NEIGHBOURS=add_remove: steps end only at "
+                "tick markers, so no release would ever be made; set a period, e.g. "
+                "DPSYNTH_TICK_SECONDS=60")
+        if "release_every" in config.model_fields_set:
+            raise ConfigError(
+                "DPSYNTH_RELEASE_EVERY is set but DPSYNTH_NEIGHBOURS=add_remove ends steps only "
+                "at tick markers (every DPSYNTH_TICK_SECONDS): a step of N records would reveal "
+                "the private count. Unset DPSYNTH_RELEASE_EVERY (or use "
+                "DPSYNTH_NEIGHBOURS=replace)")
     try:
         if config.engine == "tabular":
             config.tabular_synthesizer(0, key=bytes(32))

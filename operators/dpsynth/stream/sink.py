@@ -43,11 +43,13 @@ class KafkaSink:
         if err is not None:
             self._errors.append(str(err))  # librdkafka's text: codes and topic, no payload
 
-    def send(self, topic: str, key: bytes, value: bytes) -> None:
-        """Queue one record; waits while librdkafka's queue is full."""
+    def send(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
+        """Queue one record (to ``partition``, or by key); waits while the queue is full."""
+        where = {} if partition is None else {"partition": partition}
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=self._on_delivery)
+                self._producer.produce(topic, value=value, key=key, on_delivery=self._on_delivery,
+                                       **where)
                 break
             except BufferError:
                 self._producer.poll(0.05)

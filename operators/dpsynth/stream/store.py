@@ -9,8 +9,10 @@ Layout (format 1):
 
 - ``chunk/<index>`` (index as 8 bytes big-endian): the synthesizer snapshot cut into fixed-size
   chunks of ``chunk_bytes``;
-- ``manifest``: msgpack ``{format, run_id, partition, watermark, t, sequence, length,
-  chunk_bytes, chunks: [BLAKE2b-256 of each chunk], config, committed_at}``.
+- ``manifest``: msgpack ``{format, run_id, partition, watermark, t, sequence, last_tick_ms,
+  length, chunk_bytes, chunks: [BLAKE2b-256 of each chunk], config, committed_at}``
+  (``last_tick_ms``: the period of the last tick marker applied, −1 for none; absent in stores
+  written before issue 13).
 
 :meth:`PartitionStore.commit` compares the new snapshot with the last committed one chunk by
 chunk (the previous bytes stay in memory: a memcmp is ~10× cheaper than hashing), hashes and
@@ -76,6 +78,7 @@ class StoredState:
     t: int
     sequence: int
     config: dict[str, Any]
+    last_tick_ms: int = -1  # period start of the last tick marker applied (-1: none)
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,7 @@ class PartitionStore:
             t=int(manifest["t"]),
             sequence=int(manifest["sequence"]),
             config=dict(manifest.get("config") or {}),
+            last_tick_ms=int(manifest.get("last_tick_ms", -1)),
         )
 
     def _corrupt(self, what: str) -> StateCorruptError:
@@ -220,10 +224,12 @@ class PartitionStore:
         t: int,
         sequence: int,
         config: dict[str, Any],
+        last_tick_ms: int = -1,
     ) -> CommitStats:
         """Write the snapshot's changed chunks and the manifest in one atomic ``WriteBatch``.
 
-        ``watermark`` is the last input offset whose records are inside ``snapshot``.
+        ``watermark`` is the last input offset whose records (and tick markers) are inside
+        ``snapshot``; ``last_tick_ms`` the period of the last tick marker applied.
         """
         start = time.perf_counter()
         size, step = len(snapshot), self.chunk_bytes
@@ -247,6 +253,7 @@ class PartitionStore:
             "watermark": int(watermark),
             "t": int(t),
             "sequence": int(sequence),
+            "last_tick_ms": int(last_tick_ms),
             "length": size,
             "chunk_bytes": step,
             "chunks": hashes,

@@ -9,10 +9,10 @@ or the StreamingMWEM baseline, Alg 2) under the same commit protocol as the poin
   ``DPSYNTH_TABULAR_WORKLOADS_PER_STEP``;
 - :func:`tabular_public_config`: the public parameters a partition's state is bound to;
 - :class:`TabularEngine`: records are encoded by the domain (a record outside it is
-  dead-lettered with a reason naming the attribute, never the value), one time step of the
-  paper completes every ``DPSYNTH_RELEASE_EVERY`` valid records, and a release is written in
-  format ``tabular.v1`` (:mod:`~dpsynth.release.tabular_v1`) under the key
-  ``run/partition/sequence``.
+  dead-lettered with a reason naming the attribute, never the value), a time step of the paper
+  ends at every tick marker (and, under replacement only, every ``DPSYNTH_RELEASE_EVERY``
+  valid records), and a release is written in format ``tabular.v1``
+  (:mod:`~dpsynth.release.tabular_v1`) under the key ``run/partition/sequence``.
 
 Privacy (paper 003 Thm 6.1): each partition's synthesizer is ε-DP for its own input stream under
 event-level neighbours (one record added or removed at one step); partitions hold disjoint
@@ -113,8 +113,23 @@ class TabularEngine:
         return split_messages(values, check)
 
     def extend(self, rows: np.ndarray) -> list[Any]:
-        """Feed codes (n×p); a release each time a step completes."""
+        """Feed codes (n×p): a release each ``release_every`` records under replacement; under
+        add/remove the records join the open step (privacy: P11)."""
+        if self.synth.neighbours == "add_remove":
+            self.synth.add(rows)
+            return []
         return list(self.synth.extend(rows))
+
+    def tick(self) -> list[Any]:
+        """A tick marker (:meth:`TabularSynthesizer.tick`)."""
+        release = self.synth.tick()
+        return [] if release is None else [release]
+
+    def until_release(self) -> int | None:
+        """Records until the next count-defined step end (None under add/remove)."""
+        if self.synth.neighbours == "add_remove":
+            return None
+        return self.release_every - self.synth.pending_records
 
     def snapshot(self) -> bytes:
         """The synthesizer's snapshot (true counts: protect the data directory)."""

@@ -1,8 +1,9 @@
 """Synthetic tabular streams: select–measure–fit (paper 003 Alg 3) and StreamingMWEM (Alg 2).
 
-Layer: core. Insertion-only stream of records over a declared finite domain; a step ends every
-``release_every`` records or at a forced :meth:`TabularSynthesizer.step` (tick marker), and each
-step releases a synthetic table of exactly as many records as seen so far.
+Layer: core. Insertion-only stream over a declared finite domain, in public steps: ``add``
+records, ``step()`` on a public clock (tick marker, time bucket, the paper's fixed batches);
+``extend`` (a step every ``release_every`` records) under replacement only. A table has |f_t|
+rows under replacement, a noisy count's under add/remove (:mod:`~dpsynth.tabular.size`).
 
 ``mechanism="proposed"`` (Alg 3, workload version §7.2): per step t, k = ``workloads_per_step``
 rounds of (1) select an unselected 2-way workload by the exponential mechanism on
@@ -14,10 +15,10 @@ rounds of (1) select an unselected 2-way workload by the exponential mechanism o
 ``g_t = g_{t−1} + avg_l h_{t,l}``.
 
 Privacy: ε-DP for the whole stream under the paper's neighbours (one record added or removed
-at one step; ``neighbours="replace"`` doubles every sensitivity s). Each step spends ε/(2k) per
-selection and per counter/measurement (:func:`dpsynth.accounting.select_measure_split`),
-checked at construction and charged at run time on a :class:`~dpsynth.accounting.StepLedger`.
-All randomness is derived from ``key``. The record count per step is public (§4.2.1).
+at one step; ``neighbours="replace"`` doubles every sensitivity s). Under add/remove a size
+counter spends ε_n = ``size_share``·ε; each step (ε − ε_n)/(2k) per selection and per counter
+(:func:`dpsynth.accounting.select_measure_split`), checked at construction and charged on a
+:class:`~dpsynth.accounting.StepLedger` (docs/privacy.md P12). All noise is derived from ``key``.
 """
 
 from __future__ import annotations
@@ -31,19 +32,18 @@ from dpsynth.errors import ConfigError, StateCorruptError
 from dpsynth.noise import KeyedNoise
 from dpsynth.release import TabularRelease
 from dpsynth.state import pack_state, unpack_state
-from dpsynth.tabular.counters import COUNTERS, Counter
+from dpsynth.tabular.counters import Counter
 from dpsynth.tabular.domain import Domain
-from dpsynth.tabular.model import RULES, ParticleModel
+from dpsynth.tabular.estimators import pooled_marginals, sample_replay
+from dpsynth.tabular.model import ParticleModel
+from dpsynth.tabular.options import FITS, METHODS, NEIGHBOURS, check_options
 from dpsynth.tabular.pgm import PGMFit, require_mbi
 from dpsynth.tabular.selection import exponential_mechanism
+from dpsynth.tabular.size import SIZE_SHARE, StreamSize
 from dpsynth.tabular.workloads import Workloads
 
-METHODS = ("proposed", "baseline")
-FITS = ("mw", "pgm")
-NEIGHBOURS = {"add_remove": 1.0, "replace": 2.0}
-BIASES = ("none", "paper", "scaled")
-SCORES, ESTIMATORS = ("mean", "l1"), ("alg3", "sample")
 _SNAPSHOT_KIND = "dpsynth.tabular.v1"
+__all__ = ["FITS", "METHODS", "TabularSynthesizer"]
 
 
 class TabularSynthesizer:
@@ -54,7 +54,7 @@ class TabularSynthesizer:
     domain, epsilon, key
         Declared domain, total ε for the whole stream, secret noise key (≥ 16 bytes).
     release_every
-        A step (and a release) every this many records.
+        :meth:`extend` (replacement only): a step (and a release) every this many records.
     mechanism, counter
         ``"proposed"`` (Alg 3) or ``"baseline"`` (Alg 2); counter of Alg 3: ``"simple"``,
         ``"block"`` (fixed ``block_size``) or ``"unbounded_block"`` (Alg 4).
@@ -64,7 +64,10 @@ class TabularSynthesizer:
         ``"mw"`` (multiplicative weights, :mod:`dpsynth.tabular.model`) or ``"pgm"`` (a
         graphical model by private-pgm, :mod:`dpsynth.tabular.pgm`; optional extra).
     neighbours
-        ``"add_remove"`` (paper) or ``"replace"``.
+        ``"add_remove"`` (paper; the count is private: steps from :meth:`step` only, noisy
+        sizes) or ``"replace"`` (the count is public, every sensitivity doubled).
+    size_share
+        add/remove: share ε_n/ε of the noisy size counter (default 0.1, docs/tabular.md T17).
     bias
         Selection bias term: ``"none"`` (default), ``"paper"`` (−|X_cols| as printed) or
         ``"scaled"`` (−1, a no-op under EM).
@@ -78,10 +81,14 @@ class TabularSynthesizer:
         Input partition served; enters every noise context.
 
     >>> dom = Domain.from_dict({"a": 2, "b": 3, "c": 2})
-    >>> synth = TabularSynthesizer(dom, 1.0, bytes(32), release_every=10)
+    >>> synth = TabularSynthesizer(dom, 1.0, bytes(32), release_every=10, neighbours="replace")
     >>> rel = synth.extend(np.zeros((25, 3), np.int64))
     >>> [r.step for r in rel], rel[-1].records.shape, synth.records_seen
     ([1, 2], (20, 3), 25)
+    >>> private = TabularSynthesizer(dom, 1.0, bytes(32), release_every=10)
+    >>> private.add(np.zeros((25, 3), np.int64)); release = private.step()
+    >>> release.step, "records_seen" in release.metadata
+    (1, False)
     """
 
     def __init__(
@@ -107,42 +114,32 @@ class TabularSynthesizer:
         score: str = "mean",
         pooled_marginals: bool = False,
         partition: int = 0,
+        size_share: float = SIZE_SHARE,
     ) -> None:
-        if not isinstance(domain, Domain):
-            raise ConfigError("domain must be a dpsynth.tabular.Domain (Domain.from_json_file)")
-        choices = (("mechanism", mechanism, METHODS), ("counter", counter, COUNTERS),
-                   ("fit", fit, FITS), ("neighbours", neighbours, tuple(NEIGHBOURS)),
-                   ("bias", bias, BIASES), ("fit_rule", fit_rule, RULES),
-                   ("score", score, SCORES))
-        for name, value, allowed in choices:
-            if value not in allowed:
-                raise ConfigError(f"`{name}` ({value!r}) must be one of {list(allowed)}")
-        for name, value, low in (("release_every", release_every, 1),
-                                 ("workloads_per_step", workloads_per_step, 1),
-                                 ("fit_passes", fit_passes, 1),
-                                 ("rejuvenate_every", rejuvenate_every, 0),
-                                 ("support_size", support_size, 1), ("partition", partition, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"`{name}` ({value!r}) must be an integer >= {low}")
-        if len(domain.sizes) < 2:
-            raise ConfigError("the domain needs at least 2 attributes (2-way workloads)")
+        check_options(domain, mechanism=mechanism, counter=counter, fit=fit,
+                      neighbours=neighbours, bias=bias, fit_rule=fit_rule, score=score,
+                      release_every=release_every, workloads_per_step=workloads_per_step,
+                      fit_passes=fit_passes, rejuvenate_every=rejuvenate_every,
+                      support_size=support_size, partition=partition, estimator=estimator,
+                      pooled_marginals=pooled_marginals, size_share=size_share)
         self.domain, self.epsilon = domain, float(epsilon)
         self.release_every, self.mechanism, self.counter = release_every, mechanism, counter
         self.fit_name, self.neighbours, self.bias = fit, neighbours, bias
         self.block_size, self.support_size = int(block_size), support_size
         self.full_domain_limit, self.fit_passes = int(full_domain_limit), fit_passes
         self.fit_rule, self.rejuvenate_every, self.partition = fit_rule, rejuvenate_every, partition
-        if estimator not in ESTIMATORS:
-            raise ConfigError(f"`estimator` ({estimator!r}) must be one of {list(ESTIMATORS)}")
-        self.estimator = estimator
+        self.estimator, self.size_share = estimator, float(size_share)
         if fit == "pgm":
             require_mbi()
         self.workloads = Workloads(domain.sizes)
         self.k = min(workloads_per_step, len(self.workloads))
         self.workloads_per_step = workloads_per_step
-        self.eps_select, self.eps_measure = select_measure_split(self.epsilon, self.k)
-        self.worst_case_loss = check_select_measure_budget(  # privacy: P1 (issue 7)
-            self.epsilon, self.k, self.eps_select, self.eps_measure)
+        # the count is public under replacement; under add/remove a size counter spends ε_n
+        self.eps_size = self.size_share * self.epsilon if neighbours == "add_remove" else 0.0
+        self.eps_select, self.eps_measure = select_measure_split(self.epsilon, self.k,
+                                                                 self.eps_size)
+        self.worst_case_loss = check_select_measure_budget(  # privacy: P1 (issue 7), P12
+            self.epsilon, self.k, self.eps_select, self.eps_measure, self.eps_size)
         self.s = NEIGHBOURS[neighbours]
         self.score = score
         self.pooled_marginals = bool(pooled_marginals)
@@ -161,7 +158,8 @@ class TabularSynthesizer:
             for i, c in enumerate(self.workloads.cells)]
         self.remainders = [np.zeros(int(c)) for c in self.workloads.cells]
         self.fed_records = np.zeros(len(self.workloads), np.int64)  # records each counter saw
-        self.records_seen, self.steps = 0, 0
+        self.size = StreamSize(neighbours, self.eps_size, self._noise, (*self._ctx, "size"))
+        self.records_seen, self.steps = 0, 0  # records_seen: true count, state only (P12)
         self._pending: list[np.ndarray] = []
         self._n_pending = 0
         self.last_selected: list[int] = []
@@ -170,7 +168,8 @@ class TabularSynthesizer:
 
     def public_config(self) -> dict[str, Any]:
         """Everything the state is bound to (no secrets): restore needs the same."""
-        return {
+        extra = {"size_share": self.size_share} if self.neighbours == "add_remove" else {}
+        return {**extra,
             "domain": self.domain.to_dict(), "epsilon": self.epsilon,
             "release_every": self.release_every, "method": self.mechanism,
             "counter": self.counter, "workloads_per_step": self.workloads_per_step,
@@ -194,11 +193,31 @@ class TabularSynthesizer:
             "neighbours": f"{self.neighbours} (one record at one step; event-level on ∇f)",
             "fit": self.fit_name, "fit_rule": self.fit_rule, "bias": self.bias,
             "key_fingerprint": self._noise.fingerprint(), "domain_digest": self.domain.digest(),
-            "attributes": list(self.domain.attributes), "records_seen": self.records_seen,
+            "attributes": list(self.domain.attributes),
+            # privacy: P12 — the true count only where it is public; a noisy size otherwise
+            **({"records_seen": self.records_seen} if self.neighbours == "replace" else
+               {"epsilon_size": self.eps_size, "size": "noisy (unbounded block counter)"}),
         }
 
+    def add(self, codes: np.ndarray) -> None:
+        """Add records (int codes, shape (n, p)) to the open step; nothing is released."""
+        arr = self.domain.check_codes(codes)
+        self._pending.append(arr)
+        self._n_pending += arr.shape[0]
+        self.records_seen += arr.shape[0]
+
     def extend(self, codes: np.ndarray) -> list[TabularRelease]:
-        """Add records (int codes, shape (n, p)); return the releases of completed steps."""
+        """Add records (int codes, shape (n, p)); a step every ``release_every`` records.
+
+        Replacement only: under add/remove the count is private, so a step may end only on a
+        public clock — :meth:`add` the records and call :meth:`step` (docs/privacy.md P11).
+        """
+        if self.neighbours == "add_remove":  # privacy: P11 (steps never counted in records)
+            raise ConfigError(
+                "extend() ends a step every release_every records, which reveals the private "
+                "record count under neighbours='add_remove'; add(codes) the records of a step "
+                "and end it with step() on a public clock (a timer, a tick marker, a time "
+                "bucket or the fixed batches of the paper's streams), docs/privacy.md P11")
         arr = self.domain.check_codes(codes)
         out: list[TabularRelease] = []
         start = 0
@@ -212,28 +231,39 @@ class TabularSynthesizer:
                 out.append(self.step())
         return out
 
+    @property
+    def pending_records(self) -> int:
+        """Records of the open step."""
+        return self._n_pending
+
+    def tick(self) -> TabularRelease | None:
+        """A public tick marker: end the step and release; under replacement only when the
+        step holds records (None otherwise), under add/remove always (docs/privacy.md P11)."""
+        return None if self.neighbours == "replace" and not self._n_pending else self.step()
+
     def step(self) -> TabularRelease:
-        """End the current step now (tick marker) and return its release."""
+        """End the current step now (on a public clock) and return its release."""
         batch = (np.concatenate(self._pending) if self._pending
                  else np.zeros((0, len(self.domain.sizes)), np.int64))
         self._pending, self._n_pending = [], 0
         self.steps += 1
+        if self.eps_size:
+            self.ledger.charge("size", self.eps_size)
+        self.size.feed(batch.shape[0])  # privacy: P12 (noisy under add/remove)
         grad = self.workloads.answers(batch)
         self._fit = self._fitter()
         if self.mechanism == "proposed":
             weights = self._proposed_step(grad, batch.shape[0])
         else:
-            weights = self._baseline_step(grad, batch.shape[0])
+            weights = self._baseline_step(grad)
         self.ledger.close()
         self.model.weights = weights
-        records = self.model.records(weights, self.records_seen)
+        records = self.model.records(weights, self.size.rows)  # privacy: P12
         if self.rejuvenate_every and self.steps % self.rejuvenate_every == 0:
             self.model.rejuvenate(self._noise, ("tabular", self.partition, "rejuv", self.steps),
                                   passes=self.fit_passes)
         meta = self.metadata()
         return TabularRelease(self.steps - 1, self.steps, records, meta)
-
-    # -- the two algorithms -----------------------------------------------------------------
 
     def _scores(self, target: list[np.ndarray], h: np.ndarray, open_: list[int]) -> np.ndarray:
         answers = self.model.answers(h)
@@ -257,7 +287,7 @@ class TabularSynthesizer:
     def _proposed_step(self, grad: list[np.ndarray], batch_size: int) -> np.ndarray:
         prev = self.model.answers()
         target = [g + p for g, p in zip(grad, prev, strict=True)]  # q_i(∇f_t + g_{t−1})
-        h = self.model.scaled(float(self.records_seen))
+        h = self.model.scaled(self.size.total)  # privacy: P12 (h_{t,0} from a noisy size)
         open_, measured, history = list(range(len(self.workloads))), [], []
         for round_ in range(self.k):
             j = self._select(target, h, open_, round_)
@@ -275,15 +305,17 @@ class TabularSynthesizer:
             history.append(h)
         g = np.mean(history, axis=0)
         if self.pooled_marginals:
-            g = self._fit_pooled_marginals(g)
+            g = pooled_marginals(self.model, self.counters, self.fed_records,
+                                 float(self.records_seen), g)
         answers = self.model.answers(g)
         for i in open_:  # Alg 3 lines 17–19: unselected workloads take the model's value
             self.remainders[i] = answers[i] - self.counters[i].value
         self.last_selected = [j for j, _ in measured]
         return g
 
-    def _baseline_step(self, grad: list[np.ndarray], batch_size: int) -> np.ndarray:
+    def _baseline_step(self, grad: list[np.ndarray]) -> np.ndarray:
         base = self.model.weights
+        batch_size = self.size.step_size  # privacy: P12 (exact, or from two noisy totals)
         if batch_size == 0:
             self.last_selected = []
             return base
@@ -305,50 +337,15 @@ class TabularSynthesizer:
         return base + np.mean(history, axis=0)
 
     def _fitter(self) -> Any:
-        """This step's fit: ``model.fit`` (MW) or a fresh :class:`PGMFit` (warm start within
-        the step only, so snapshots need no PGM state)."""
+        """This step's fit: ``model.fit`` (MW) or a fresh :class:`PGMFit` (no PGM state)."""
         if self.fit_name == "mw":
             return self.model.fit
         return PGMFit(self.model, stddev=float(np.sqrt(2.0)) * self.s / self.eps_measure)
 
     def _replay(self, measured: list[tuple[int, np.ndarray]]) -> list[tuple[int, np.ndarray]]:
-        """Alg 3: this step's measurements. ``estimator="sample"`` (decision T6): also every
-        other fed workload's current estimate n_t · C_i(t) / (records fed to C_i), MWEM-style
-        replay — post-processing of the counters' outputs."""
-        if self.estimator == "alg3":
-            return measured
-        now = {j for j, _ in measured}
-        scale = float(self.records_seen)
-        others = [(i, self.counters[i].value * (scale / self.fed_records[i]))
-                  for i in np.flatnonzero(self.fed_records > 0) if int(i) not in now]
-        return others + measured
-
-    def _fit_pooled_marginals(self, g: np.ndarray) -> np.ndarray:
-        """Post-processing (docs/tabular.md T16): each attribute's 1-way marginal estimated
-        from every counter whose workload contains it — Σ_i margin(C_i(t)) / Σ_i (records fed
-        to C_i), times |f_t| — and fitted by one multiplicative (ratio) step per attribute."""
-        sizes, n = self.workloads.sizes, float(self.records_seen)
-        sums = [np.zeros(s_) for s_ in sizes]
-        fed = np.zeros(len(sizes))
-        for i, (a, b) in enumerate(self.workloads.pairs):
-            if self.fed_records[i] == 0:
-                continue
-            table = self.counters[i].value.reshape(sizes[a], sizes[b]).astype(np.float64)
-            sums[a] += table.sum(axis=1)
-            sums[b] += table.sum(axis=0)
-            fed[a] += self.fed_records[i]
-            fed[b] += self.fed_records[i]
-        w = g.copy()
-        total = float(w.sum())
-        for a, size in enumerate(sizes):
-            if fed[a] == 0 or total <= 0:
-                continue
-            target = np.maximum(sums[a], 0.0) * (n / fed[a])
-            codes = self.model.support[:, a]
-            q = np.bincount(codes, weights=w, minlength=size)
-            w *= ((target + 1e-3) / (q + 1e-3))[codes]
-            w *= total / w.sum()
-        return w
+        """Alg 3: this step's measurements (``"sample"``, T6: :func:`sample_replay`)."""
+        return measured if self.estimator == "alg3" else sample_replay(
+            self.counters, self.fed_records, float(self.records_seen), measured)
 
     # -- snapshots ------------------------------------------------------------------------
 
@@ -363,6 +360,7 @@ class TabularSynthesizer:
             "model": self.model.state(), "counters": [c.state() for c in self.counters],
             "remainders": self.remainders, "ledger_max": self.ledger.max_spent,
             "fed_records": self.fed_records,
+            **({"size": self.size.state()} if self.neighbours == "add_remove" else {}),
         })
 
     @classmethod
@@ -397,4 +395,5 @@ class TabularSynthesizer:
         self.remainders = [np.asarray(r, dtype=np.float64) for r in state["remainders"]]
         self.fed_records = np.asarray(state["fed_records"], dtype=np.int64).copy()
         self.ledger.max_spent, self.ledger.steps = float(state["ledger_max"]), self.steps
+        self.size.load_state(state.get("size"), self.records_seen - self._n_pending)
         return self

@@ -210,7 +210,12 @@ def worker_env(
     data_dir: Path,
     **overrides: Any,
 ) -> dict[str, str]:
-    """Environment of a test worker (fixed test key, 127.0.0.1 web port, short timeouts)."""
+    """Environment of a test worker (fixed test key, 127.0.0.1 web port, short timeouts).
+
+    ``overrides`` are settings by name (``release_every=500``, ``tick_seconds=2``); unset
+    ones keep the worker's defaults (a step every 1000 records under replacement, a tick
+    marker every 60 s).
+    """
     env = {
         "DPSYNTH_BROKER": bootstrap,
         "DPSYNTH_INPUT_TOPIC": topics.input,
@@ -218,7 +223,6 @@ def worker_env(
         "DPSYNTH_DEAD_LETTER_TOPIC": topics.dead_letter,
         "DPSYNTH_SCHEMA_FILE": str(schema_file),
         "DPSYNTH_EPSILON": "1.0",
-        "DPSYNTH_RELEASE_EVERY": "1000",
         "DPSYNTH_MAX_DEPTH": "12",
         "DPSYNTH_RUN_ID": "test-run",
         "DPSYNTH_DATA_DIR": str(data_dir),

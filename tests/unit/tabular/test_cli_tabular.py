@@ -54,9 +54,11 @@ def test_run_writes_releases_errors_and_plot(tmp_path, monkeypatch):
     assert [f.name for f in files] == ["release-000002.tabular", "release-000004.tabular",
                                        "release-000005.tabular"]
     last = decode_tabular_release(read_release_records(files[-1]))
-    assert last.records.shape == (230, 3) and last.step == 5
+    # add/remove (default): the table has a noisy size, not the 230 records (P12)
+    assert last.records.shape[1] == 3 and last.step == 5
+    assert "records_seen" not in last.metadata
     synthetic = list(csv.DictReader((out / "synthetic-last.csv").read_text().splitlines()))
-    assert len(synthetic) == 230 and set(synthetic[0]) == {"sex", "age", "inc"}
+    assert len(synthetic) == last.records.shape[0] and set(synthetic[0]) == {"sex", "age", "inc"}
 
 
 def test_metrics_zero_for_identical_tables():

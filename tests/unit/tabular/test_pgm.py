@@ -13,6 +13,7 @@ from dpsynth.noise import KeyedNoise
 from dpsynth.tabular import Domain, TabularSynthesizer
 from dpsynth.tabular.model import ParticleModel
 from dpsynth.tabular.workloads import Workloads
+from tests.support.tabular import feed_steps
 
 KEY = bytes(range(32))
 SIZES = (2, 3, 2, 4)
@@ -80,11 +81,11 @@ def _synth(**kw) -> TabularSynthesizer:
 def test_same_key_same_releases_and_restore_equals_uninterrupted():
     pytest.importorskip("mbi")
     x = _data(500, seed=1)
-    a = [r.records for r in _synth().extend(x)]
+    a = [r.records for r in feed_steps(_synth(), x)]
     first = _synth()
-    b = [r.records for r in first.extend(x[:200])]
+    b = [r.records for r in feed_steps(first, x[:200])]
     restored = TabularSynthesizer.restore(first.snapshot(), KEY)
-    b += [r.records for r in restored.extend(x[200:])]
+    b += [r.records for r in feed_steps(restored, x[200:])]
     assert len(a) == len(b) == 5
     for ra, rb in zip(a, b, strict=True):
         assert np.array_equal(ra, rb)
@@ -95,7 +96,7 @@ def test_pgm_tracks_marginals_better_than_uniform():
     pytest.importorskip("mbi")
     x = _data(1000, seed=2)
     synth = _synth(workloads_per_step=2, release_every=250)
-    release = synth.extend(x)[-1]
+    release = feed_steps(synth, x)[-1]
     w = synth.workloads
     errs = [np.abs(w.answer(release.records, i) - w.answer(x, i)).sum() / 1000
             for i in range(len(w))]

@@ -1,0 +1,113 @@
+"""Public time in the worker on a real broker (issue 13, docs/privacy.md P11 and P13).
+
+- A quiet partition releases on time: records stop in the middle of a step, and the worker's
+  own tick marker (``DPSYNTH_TICK_SECONDS``) releases them within two periods — under
+  replacement (a step every N records or at a marker) and under add/remove (only at markers).
+  The releases are byte-identical to the embedded synthesizer replayed over the input
+  partition as it is on the broker, markers included; under add/remove no release carries the
+  count (a noisy size, no ``release_every``).
+- A run id whose releases on the output topic carry another key fingerprint is refused at start.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from confluent_kafka import Producer
+
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.release import decode_release, encode_release
+from dpsynth.schema import Schema
+from dpsynth.testing.kafka import (
+    TEST_KEY_HEX,
+    WorkerProcess,
+    create_topics,
+    encode_records,
+    end_offsets,
+    produce_messages,
+    read_topic,
+    records_of,
+    unique_topics,
+    worker_env,
+    write_schema,
+)
+from tests.support.embedded import check_against_embedded
+from tests.support.markers import (
+    committed_watermark,
+    counted_through,
+    embedded_points_from_input,
+    expected_through,
+    input_values,
+)
+
+pytestmark = pytest.mark.kafka
+
+PERIOD = 3.0  # seconds between tick markers
+PER_MESSAGE = 100
+SCHEMA = Schema.from_dict({"version": 1, "columns": [
+    {"name": "x", "lower": 0, "upper": 1}, {"name": "y", "lower": 0, "upper": 1}]})
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
+def test_a_quiet_partition_releases_within_two_periods(kafka_bootstrap, tmp_path, neighbours):
+    n = 1500  # under replacement: one release at 1000 records, the rest waits for a marker
+    points = np.random.default_rng(31).random((n, 2))
+    messages = [(0, encode_records(records_of(points[i:i + PER_MESSAGE])))
+                for i in range(0, n, PER_MESSAGE)]
+    topics = unique_topics(f"quiet-{neighbours.replace('_', '-')}")
+    create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
+    extra = {"release_every": 1000} if neighbours == "replace" else {}
+    env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
+                     tmp_path / "data", neighbours=neighbours, mechanism="adaptive",
+                     tick_seconds=PERIOD, **extra)
+    with WorkerProcess(env, tmp_path / "worker.log") as worker:
+        worker.wait_for(lambda m: "dpsynth_t" in m, timeout_s=90)  # partition loaded
+        produce_messages(kafka_bootstrap, topics.input, messages)
+        produced = time.monotonic()
+        end = end_offsets(kafka_bootstrap, topics.input)[0]  # data (and markers) before it
+        metrics = worker.wait_for(counted_through(n, end), timeout_s=60)
+        waited = time.monotonic() - produced
+    assert waited <= 2 * PERIOD, f"the tail was released {waited:.1f} s after the input stopped"
+    assert metrics["dpsynth_tick_markers_written_total"]["0"] >= 1
+    values = input_values(kafka_bootstrap, topics.input)
+    watermark = committed_watermark(tmp_path / "data")
+
+    def reference(upto: int) -> dict:
+        return {(0, s): r for s, r in embedded_points_from_input(
+            values[:upto], SCHEMA, epsilon=1.0, release_every=1000, max_depth=12,
+            neighbours=neighbours, mechanism="adaptive").items()}
+
+    records = read_topic(kafka_bootstrap, topics.output)
+    expected = expected_through(reference(len(values)), reference(watermark + 1), records)
+    check_against_embedded(records, expected, "test-run")
+    releases = [decode_release(expected[k]) for k in sorted(expected)]
+    if neighbours == "replace":
+        assert [r.t for r in releases][:2] == [1000, n]  # the tail, at a marker
+    else:  # privacy: P11 — the count is in no release
+        for release in releases:
+            assert release.metadata["release_every"] is None
+            assert release.t == int(release.leaf_counts.sum())
+        assert [r.metadata["step"] for r in releases] == list(range(1, len(releases) + 1))
+
+
+def test_P13_a_run_id_published_under_another_key_is_refused(kafka_bootstrap, tmp_path):
+    topics = unique_topics("key-check")
+    create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
+    other = OnlineSynthesizer(2, 1.0, bytes(32), 10)  # another key, same run id
+    release = other.extend(np.random.default_rng(1).random((10, 2)))[0]
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for record in encode_release(release, run_id="test-run", partition=0, sequence=1):
+        producer.produce(topics.output, key=b"test-run/0/1", value=record)
+    assert producer.flush(30) == 0
+    env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
+                     tmp_path / "data")
+    worker = WorkerProcess(env, tmp_path / "worker.log").start()
+    status = worker.wait_exit(60)
+    worker.stop()
+    log = (tmp_path / "worker.log").read_text()
+    assert status == 2, log
+    assert "DPSYNTH_RUN_ID ('test-run')" in log and "another noise key" in log
+    assert TEST_KEY_HEX not in log
+    assert not (tmp_path / "data" / "state").exists()  # nothing was published or stored
