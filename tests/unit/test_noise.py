@@ -456,6 +456,32 @@ def test_events_at_or_above_2_pow_56_rejected(noise: KeyedNoise) -> None:
             noise.geometric_at(0.5, ("e",), np.arange(2), events)
 
 
+def test_fast_address_path_validates_and_agrees(noise: KeyedNoise) -> None:
+    """uint64 streams with an int or a uint64 array of events skip broadcasting; they must
+    reject the same events and draw the same values as the general path."""
+    streams = np.arange(5, dtype=np.uint64)
+    with pytest.raises(ValueError, match="2\\^56"):
+        noise.discrete_laplace_at(2.0, ("e",), streams, np.full(5, 2**56, np.uint64))
+    with pytest.raises(ValueError, match="2\\^56"):
+        noise.discrete_laplace_at(2.0, ("e",), streams, 2**56)
+    with pytest.raises(ValueError):
+        noise.discrete_laplace_at(2.0, ("e",), streams, -1)
+    general = noise.discrete_laplace_at(2.0, ("e",), np.arange(5), np.full(5, 7))
+    np.testing.assert_array_equal(noise.discrete_laplace_at(2.0, ("e",), streams, 7), general)
+    np.testing.assert_array_equal(
+        noise.discrete_laplace_at(2.0, ("e",), streams, np.full(5, 7, np.uint64)), general)
+
+
+def test_subkey_cache_tells_contexts_apart(noise: KeyedNoise) -> None:
+    """Tuples key the subkey cache: 1 and "1", and np.int64(1) (encoded like 1) after it."""
+    one = noise.subkey(("c", 1)).copy()
+    assert not np.array_equal(noise.subkey(("c", "1")), one)
+    np.testing.assert_array_equal(noise.subkey(("c", np.int64(1))), one)
+    np.testing.assert_array_equal(noise.subkey(["c", 1]), one)
+    np.testing.assert_array_equal(KeyedNoise(KEY).subkey(("c", 1)),
+                                  KeyedNoise(KEY).subkey(("c", np.int64(1))))
+
+
 def test_uniform_at_rejects_events_at_or_above_2_pow_56(noise: KeyedNoise) -> None:
     with pytest.raises(ValueError):
         noise.uniform_at(("e",), 0, np.uint64(2**56))

@@ -42,6 +42,7 @@ Context = tuple[int | str, ...]
 #: Events are 56-bit: the low 8 bits of the ChaCha20 block counter index blocks within a sample.
 MAX_EVENT = (1 << 56) - 1
 _DOMAIN = b"dpsynth.noise.v1"
+_PLAIN = (int, str)  # exact types (not bool, not numpy integers) whose tuples key the cache
 
 
 def encode_context(context: Sequence[int | str]) -> bytes:
@@ -69,6 +70,15 @@ def _addresses(
     streams: np.ndarray | int, events: np.ndarray | int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Broadcast (streams, events) to two contiguous uint64 arrays, validating both."""
+    if type(streams) is np.ndarray and streams.dtype == np.uint64 and streams.ndim == 1:
+        # the common calls (cells of a histogram, nodes of a tree level): unsigned, so no scan
+        # for negatives, and no broadcasting
+        if type(events) is int and 0 <= events <= MAX_EVENT:
+            return np.ascontiguousarray(streams), np.full(streams.size, events, np.uint64)
+        if (type(events) is np.ndarray and events.dtype == np.uint64 and events.ndim == 1
+                and events.size == streams.size
+                and (events.size == 0 or int(events.max()) <= MAX_EVENT)):
+            return np.ascontiguousarray(streams), np.ascontiguousarray(events)
     arrays = []
     for name, values in (("streams", streams), ("events", events)):
         arr = np.asarray(values)
@@ -120,7 +130,7 @@ class KeyedNoise:
                 "e.g. `python -c 'import secrets; print(secrets.token_hex(32))'`"
             )
         self.__key = bytes(key)
-        self._subkeys: dict[bytes, np.ndarray] = {}
+        self._subkeys: dict[bytes | Context, np.ndarray] = {}
 
     def __repr__(self) -> str:
         return "KeyedNoise(key=<redacted>)"
@@ -141,15 +151,23 @@ class KeyedNoise:
         return hmac.new(self.__key, label, hashlib.sha256).digest()
 
     def subkey(self, context: Sequence[int | str]) -> np.ndarray:
-        """The ChaCha20 key of ``context`` as 8 uint64 words (cached; 64 KiB at most)."""
-        encoded = encode_context(context)  # validates; also keys the cache (True ≠ 1 here)
+        """The ChaCha20 key of ``context`` as 8 uint64 words (cached; at most 4096 entries)."""
+        # The cache is keyed by the encoding, which tells True from 1 and "1" from 1; a tuple
+        # of exact ints and strs is keyed by itself, skipping the encoding on a hit.
+        plain = type(context) is tuple and all(type(item) in _PLAIN for item in context)
+        words = self._subkeys.get(context) if plain else None
+        if words is not None:
+            return words
+        encoded = encode_context(context)  # validates
         words = self._subkeys.get(encoded)
         if words is None:
             digest = hmac.new(self.__key, encoded, hashlib.sha256).digest()  # privacy: P2
             words = np.frombuffer(digest, dtype="<u4").astype(np.uint64)
-            if len(self._subkeys) >= 2048:
+            if len(self._subkeys) >= 4096:
                 self._subkeys.clear()
             self._subkeys[encoded] = words
+        if plain:
+            self._subkeys[context] = words  # type: ignore[index]
         return words
 
     # -- discrete Laplace -------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -28,6 +29,11 @@ def effective_scale(scale: float) -> Fraction:
     """
     if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
         raise ConfigError(f"scale ({scale!r}) must be a finite number > 0")
+    return _rounded_up(float(scale))
+
+
+@lru_cache(maxsize=4096)  # exact rational arithmetic, once per distinct public scale
+def _rounded_up(scale: float) -> Fraction:
     numerator = math.ceil(Fraction(scale) * SCALE_DENOMINATOR)
     if numerator >= 1 << 40:
         raise ConfigError(f"scale ({scale!r}) must be below 2^32; raise the per-level epsilon")
