@@ -4,11 +4,13 @@ Layer: core, the only source of randomness in the DP core (DESIGN §3; docs/priv
 :mod:`~dpsynth.noise.keyed` holds :class:`KeyedNoise` (HMAC-SHA256 subkeys, ChaCha20 streams,
 the samplers addressed by (context, stream, event), the public placement seed);
 :mod:`~dpsynth.noise.samplers` the key-free arithmetic (effective scales, tails, variances);
-:mod:`~dpsynth.noise._kernels` the compiled ChaCha20 and exact integer samplers.
+:mod:`~dpsynth.noise._kernels` the compiled ChaCha20 and exact integer samplers, of which
+:func:`discrete_laplace_draw` is public for compiled callers (a PrivTree descent).
 """
 
 from __future__ import annotations
 
+from dpsynth.noise._kernels import discrete_laplace_draw
 from dpsynth.noise.keyed import MAX_EVENT, Context, KeyedNoise, encode_context, warm_up
 from dpsynth.noise.samplers import (
     SCALE_DENOMINATOR,
@@ -19,6 +21,7 @@ from dpsynth.noise.samplers import (
 )
 
 __all__ = [
-    "MAX_EVENT", "SCALE_DENOMINATOR", "Context", "KeyedNoise", "discrete_laplace_variance",
+    "MAX_EVENT", "SCALE_DENOMINATOR", "Context", "KeyedNoise", "discrete_laplace_draw",
+    "discrete_laplace_variance",
     "effective_scale", "encode_context", "geometric_from_uniform", "laplace_tail", "warm_up",
 ]

@@ -174,6 +174,15 @@ def _discrete_laplace_one(t, s, key, buf, cur):  # type: ignore[no-untyped-def]
         return -y if negative else y
 
 
+@njit(cache=True)
+def discrete_laplace_draw(key, t, s, stream, event, buf):  # type: ignore[no-untyped-def]
+    """The exact Lap_Z(t/s) sample addressed by (stream, event): one element of
+    :func:`discrete_laplace_many`, for compiled callers that interleave draws with decisions
+    (PrivTree). ``buf`` is scratch space of 16 uint64 words."""
+    cur = _start(key, stream, event, buf)
+    return _discrete_laplace_one(t, s, key, buf, cur)
+
+
 _CHUNK = 4096
 
 

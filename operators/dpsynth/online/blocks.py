@@ -60,6 +60,7 @@ from dpsynth.online.rounding import (
     fold_refined,
     mass_depth,
     pooled_intervals,
+    sorted_union,
     systematic_counts,
 )
 
@@ -292,7 +293,7 @@ class BlockEngine:
         steps = np.zeros_like(pooled)
         if self.step_summaries:  # the open block's own shape, folded one step at a time
             step_starts, step_density = self._open_shape(depth, (starts, last), floor)
-            grid = np.unique(np.concatenate([starts, step_starts]))
+            grid = sorted_union(starts, step_starts)
             pooled, last = density_at(starts, pooled, grid), density_at(starts, last, grid)
             steps = density_at(step_starts, step_density, grid)
             starts, widths = grid, np.diff(np.concatenate([grid, [1 << depth]]))

@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from numba import njit
 
 from dpsynth._types import CellIds, Counts
 from dpsynth.errors import ConfigError
-from dpsynth.noise import KeyedNoise, effective_scale
+from dpsynth.noise import KeyedNoise, discrete_laplace_draw, effective_scale
 
 #: Counts, θ and δ are compared in units of 1/GRID.
 GRID = 64
@@ -187,13 +188,20 @@ def privtree_params(
                           decisions * stride, loss, stride)
 
 
-def _node_counts(cells: CellIds, weights: Counts, prefixes: CellIds, depth: int,
+def _cumulative(weights: Counts) -> Counts:
+    """Prefix sums [0, w_0, w_0 + w_1, …] of leaf weights, for :func:`_node_counts`."""
+    cum = np.zeros(len(weights) + 1, np.int64)
+    np.cumsum(weights, out=cum[1:])
+    return cum
+
+
+def _node_counts(cells: CellIds, cum: Counts, prefixes: CellIds, depth: int,
                  max_depth: int) -> Counts:
-    """Record counts of the nodes ``prefixes`` of ``depth``, from sorted leaf addresses."""
+    """Record counts of the nodes ``prefixes`` of ``depth``, from sorted leaf addresses and
+    the prefix sums of their weights."""
     shift = np.uint64(max_depth - depth)
     lo = np.searchsorted(cells, prefixes << shift, side="left")
     hi = np.searchsorted(cells, (prefixes + np.uint64(1)) << shift, side="left")
-    cum = np.concatenate([[0], np.cumsum(weights)])
     return cum[hi] - cum[lo]
 
 
@@ -209,36 +217,85 @@ def privtree_leaves(
     """The leaves (depths, Morton prefixes) of a PrivTree over a histogram (Alg 1).
 
     ``cells`` are sorted distinct addresses at ``address_depth`` (≥ params.max_depth) and
-    ``weights`` their record counts. Nodes are visited depth by depth, vectorised.
+    ``weights`` their record counts. Nodes are visited depth by depth in one compiled pass
+    (:func:`_descend`); a node's decision noise is the draw that
+    ``noise.discrete_laplace_at(λ·GRID, context + ("split",), prefix, depth)`` returns.
     """
+    depths, prefixes, _ = _leaves_and_counts(cells, weights, params, noise, context,
+                                             address_depth)
+    return depths, prefixes
+
+
+def _leaves_and_counts(cells: CellIds, weights: Counts, params: PrivTreeParams,
+                       noise: KeyedNoise, context: Sequence[int | str],
+                       address_depth: int) -> tuple[np.ndarray, CellIds, Counts]:
+    """:func:`privtree_leaves` with each leaf's true record count."""
     if address_depth < params.max_depth:
         raise ValueError("address_depth must be at least the PrivTree's max_depth")
-    cells = np.asarray(cells, dtype=np.uint64)
-    weights = np.asarray(weights, dtype=np.int64)
-    split_context = (*context, "split")
-    stride, fanout = params.stride, params.fanout
-    children = np.arange(fanout, dtype=np.uint64)
-    active = np.zeros(1, dtype=np.uint64)
-    depths, prefixes = [], []
-    for i in range(params.max_depth // stride + 1):  # decision level i: tree depth i·stride
+    cells = np.ascontiguousarray(cells, dtype=np.uint64)
+    cum = _cumulative(np.asarray(weights, dtype=np.int64))
+    sigma = effective_scale(params.scale_units)  # privacy: P2a (rounded up)
+    return _descend(noise.subkey((*context, "split")), np.uint64(sigma.numerator),
+                    np.uint64(sigma.denominator), cells, cum, address_depth, params.max_depth,
+                    params.stride, params.delta_units, params.theta_units)
+
+
+@njit(cache=True)
+def _descend(key, t, s, cells, cum, address_depth, max_depth, stride,  # type: ignore[no-untyped-def]
+             delta_units, theta_units):
+    """Breadth-first PrivTree: decision level i (tree depth k = i·stride) splits node v iff
+    b(v) + Z_v > θ (exact integers; privacy: P10); leaves in the order of the level-wise
+    vectorised descent. Shifts stay in uint64 (numba turns uint64-with-int64 into floats)."""
+    buf = np.empty(16, np.uint64)
+    fanout = 1 << stride
+    leaf_depths = np.empty(64, np.int64)
+    leaf_prefixes = np.empty(64, np.uint64)
+    leaf_counts = np.empty(64, np.int64)
+    leaves = 0
+    active = np.zeros(1, np.uint64)
+    i = 0
+    while active.size > 0:
         k = i * stride
-        if active.size == 0:
+        need = leaves + active.size
+        if need > leaf_depths.size:  # grow the output (amortised doubling)
+            size = max(2 * leaf_depths.size, need)
+            leaf_depths = np.concatenate((leaf_depths, np.empty(size - leaf_depths.size, np.int64)))
+            leaf_prefixes = np.concatenate(
+                (leaf_prefixes, np.empty(size - leaf_prefixes.size, np.uint64)))
+            leaf_counts = np.concatenate((leaf_counts, np.empty(size - leaf_counts.size, np.int64)))
+        shift = np.uint64(address_depth - k)
+        if k == max_depth:  # forced leaves: no decision
+            for j in range(active.size):
+                lo = np.searchsorted(cells, active[j] << shift)
+                hi = np.searchsorted(cells, (active[j] + np.uint64(1)) << shift)
+                leaf_depths[leaves] = k
+                leaf_prefixes[leaves] = active[j]
+                leaf_counts[leaves] = cum[hi] - cum[lo]
+                leaves += 1
             break
-        if k == params.max_depth:
-            depths.append(np.full(active.size, k, np.int64))
-            prefixes.append(active)
-            break
-        counts = _node_counts(cells, weights, active, k, address_depth)
-        b = biased_counts(counts, i, params.delta_units, params.theta_units)
-        z = noise.discrete_laplace_at(params.scale_units, split_context, active, k)
-        split = b + z > params.theta_units  # privacy: P10 (exact integer comparison)
-        depths.append(np.full(int((~split).sum()), k, np.int64))
-        prefixes.append(active[~split])
-        parents = active[split] << np.uint64(stride)
-        active = (parents[:, None] | children[None, :]).reshape(-1)
-    depth_arr = np.concatenate(depths) if depths else np.zeros(0, np.int64)
-    prefix_arr = np.concatenate(prefixes) if prefixes else np.zeros(0, np.uint64)
-    return depth_arr, prefix_arr
+        bias = np.int64(i) * np.int64(delta_units)
+        children = np.empty(active.size * fanout, np.uint64)
+        splits = 0
+        for j in range(active.size):
+            prefix = active[j]
+            lo = np.searchsorted(cells, prefix << shift)
+            hi = np.searchsorted(cells, (prefix + np.uint64(1)) << shift)
+            count = cum[hi] - cum[lo]
+            b = max(count * GRID - bias, theta_units - delta_units)
+            z = discrete_laplace_draw(key, t, s, prefix, np.uint64(k), buf)
+            if b + z > theta_units:
+                first = prefix << np.uint64(stride)
+                for c in range(fanout):
+                    children[splits * fanout + c] = first | np.uint64(c)
+                splits += 1
+            else:
+                leaf_depths[leaves] = k
+                leaf_prefixes[leaves] = prefix
+                leaf_counts[leaves] = count
+                leaves += 1
+        active = children[:splits * fanout]
+        i += 1
+    return leaf_depths[:leaves].copy(), leaf_prefixes[:leaves].copy(), leaf_counts[:leaves].copy()
 
 
 def noisy_leaf_counts(
@@ -254,14 +311,19 @@ def noisy_leaf_counts(
 ) -> Counts:
     """c(leaf) + Lap_Z(1/ε_c) per leaf: ε_c-DP, since a record lies in exactly one leaf."""
     cells = np.asarray(cells, dtype=np.uint64)
-    weights = np.asarray(weights, dtype=np.int64)
+    cum = _cumulative(np.asarray(weights, dtype=np.int64))
     true = np.zeros(depths.size, dtype=np.int64)
     for k in np.unique(depths):
         at = depths == k
-        true[at] = _node_counts(cells, weights, prefixes[at], int(k), address_depth)
-    lap = noise.discrete_laplace_at(1.0 / epsilon, (*context, "leaf"), prefixes,
-                                    depths.astype(np.uint64))
-    return true + lap
+        true[at] = _node_counts(cells, cum, prefixes[at], int(k), address_depth)
+    return _with_leaf_noise(true, depths, prefixes, epsilon, noise, context)
+
+
+def _with_leaf_noise(true: Counts, depths: np.ndarray, prefixes: CellIds, epsilon: float,
+                     noise: KeyedNoise, context: Sequence[int | str]) -> Counts:
+    """true + Lap_Z(1/ε_c), one draw per leaf addressed by (context + ("leaf",), prefix, depth)."""
+    return true + noise.discrete_laplace_at(1.0 / epsilon, (*context, "leaf"), prefixes,
+                                            depths.astype(np.uint64))
 
 
 def privtree_histogram(
@@ -280,8 +342,7 @@ def privtree_histogram(
     (ε_s + ε_c)-DP histogram under add/remove of one record (privacy: P9, P10).
     """
     params = privtree_params(structure, max_depth=max_depth)
-    depths, prefixes = privtree_leaves(cells, weights, params, noise, context,
-                                       address_depth=max_depth)
-    noisy = noisy_leaf_counts(cells, weights, depths, prefixes, counts, noise, context,
-                              address_depth=max_depth)
-    return depths, prefixes, noisy
+    depths, prefixes, true = _leaves_and_counts(cells, weights, params, noise, context,
+                                                max_depth)
+    noisy = _with_leaf_noise(true, depths, prefixes, counts, noise, context)
+    return depths, prefixes, noisy  # privacy: P9 (a record lies in exactly one leaf)

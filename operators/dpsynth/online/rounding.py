@@ -29,6 +29,15 @@ def systematic_counts(starts, widths, before, rate, total, u, out):  # type: ign
         out[starts[i] + offset] += 1
 
 
+def sorted_union(*arrays: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of the arrays (``np.unique`` of their concatenation; a stable
+    sort merges sorted runs, many times faster than ``np.unique`` on these sizes)."""
+    values = np.sort(np.concatenate(arrays), kind="stable")
+    keep = np.ones(values.size, bool)
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
 def block_intervals(block: dict[str, Any], depth: int,
                      floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """A block's leaves as sorted Morton interval starts at ``depth`` and per-cell densities.
@@ -79,7 +88,7 @@ def pooled_intervals(
     if depth is None:
         depth = min(max_depth, max(mass_depth(blk) for blk in blocks))
     per_block = [block_intervals(blk, depth, floor) for blk in blocks]
-    starts = np.unique(np.concatenate([s for s, _ in per_block]))
+    starts = sorted_union(*(s for s, _ in per_block))
     widths = np.diff(np.concatenate([starts, [1 << depth]]))
     densities = [density_at(s, dens, starts) for s, dens in per_block]
     return depth, starts, widths, sum(densities), densities[-1]
@@ -103,7 +112,7 @@ def fold_refined(shape: tuple[np.ndarray, np.ndarray], summary: dict[str, Any], 
     O(intervals) per summary, so a release never revisits the steps already folded.
     """
     leaf_starts, leaf_density = block_intervals(summary, depth, floor)
-    starts = np.unique(np.concatenate([shape[0], leaf_starts, reference[0]]))
+    starts = sorted_union(shape[0], leaf_starts, reference[0])
     widths = np.diff(np.concatenate([starts, [1 << depth]]))
     ref = density_at(*reference, starts)
     leaf = np.searchsorted(leaf_starts, starts, side="right") - 1
