@@ -1,23 +1,106 @@
-"""End-to-end speed of the default mechanism: ingest plus a release every 500 records, 10⁵
-records, d = 2, ε = 1. Prints records/s. Compare two versions of the code by running it under
-each one's PYTHONPATH, alternately (docs/benchmarks.md §13):
+"""End-to-end speed of the default mechanism against another checkout, as ratios.
 
-    PYTHONPATH=<checkout>/operators python -m benchmarks.default_speed gowalla add_remove
+10⁵ records, d = 2, ε = 1, a release every 500 records (replacement: ``extend``; add/remove: a
+public step after every 500 records, then a release), Gowalla and uniform data. Each
+measurement is one process: a warm-up on 2,000 records (kernels compiled, caches filled), then
+the median of three runs. The two versions of the code run alternately, ``--rounds`` times
+each, on the same machine, so the ratio is taken under the same load (docs/benchmarks.md §13):
+
+    python -m benchmarks.default_speed --baseline <old checkout>/operators --rounds 5
+
+Only the public API that every version since 0.2 has (``OnlineSynthesizer``, ``add``,
+``step``, ``extend``, ``release``, ``dpsynth.datasets.load_gowalla``) is used, so an old
+checkout runs it unchanged.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import statistics
+import subprocess
 import sys
+import time
+from pathlib import Path
 
-from benchmarks.drift import Case, online_release, stream_prefix
+import numpy as np
+
+CASES = (("gowalla", "add_remove"), ("uniform", "replace"), ("gowalla", "replace"),
+         ("uniform", "add_remove"))
+STEP = 500
+RECORDS = 100_000
 
 
-def records_per_second(data: str, notion: str, n: int = 100_000) -> float:
-    """One run of the default (``mechanism="auto"``) over ``n`` records of ``data``."""
-    case = Case(data, 2, n, "auto", 1.0, notion, seed=0)
-    x = stream_prefix(case)
-    return len(x) / online_release(case, x)[1]
+def _data(name: str) -> np.ndarray:
+    if name == "uniform":
+        return np.random.default_rng(1000).random((RECORDS, 2))
+    from dpsynth.datasets import load_gowalla
+
+    return load_gowalla()[:RECORDS]
+
+
+def _seconds(x: np.ndarray, notion: str, key: bytes) -> float:
+    from dpsynth import OnlineSynthesizer
+
+    synth = OnlineSynthesizer(2, 1.0, key, STEP, mechanism="auto", neighbours=notion)
+    seconds = 0.0
+    for lo in range(0, len(x), STEP):
+        began = time.perf_counter()
+        if notion == "replace":
+            synth.extend(x[lo:lo + STEP])
+        else:  # public time: one step per batch
+            synth.add(x[lo:lo + STEP])
+            synth.step()
+            synth.release()
+        seconds += time.perf_counter() - began
+    return seconds
+
+
+def records_per_second(data: str, notion: str) -> float:
+    """Median records/s of three warm runs of the default in this process."""
+    x = _data(data)
+    _seconds(x[:2000], notion, bytes(32))
+    runs = [_seconds(x, notion, (5000 + i).to_bytes(32, "big")) for i in range(3)]
+    return len(x) / statistics.median(runs)
+
+
+def _measure(operators: Path, data: str, notion: str) -> float:
+    """records/s of ``data``/``notion`` with the package at ``operators`` (a fresh process)."""
+    env = {**os.environ, "PYTHONPATH": f"{operators}{os.pathsep}{Path(__file__).parents[1]}"}
+    out = subprocess.run([sys.executable, "-m", "benchmarks.default_speed", "--one", data, notion],
+                         env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[-1])
+
+
+def compare(baseline: Path, current: Path, rounds: int) -> None:
+    """Alternate the two versions ``rounds`` times per case; print medians and the ratio."""
+    print(f"{'case':<22}{'baseline rec/s':>16}{'current rec/s':>16}{'ratio':>8}")
+    for data, notion in CASES:
+        base, cur = [], []
+        for _ in range(rounds):
+            base.append(_measure(baseline, data, notion))
+            cur.append(_measure(current, data, notion))
+        b, c = statistics.median(base), statistics.median(cur)
+        print(f"{data + ' ' + notion:<22}{b:>16,.0f}{c:>16,.0f}{c / b:>8.2f}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--baseline", type=Path, help="the other checkout's operators/ folder")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--one", nargs=2, metavar=("DATA", "NOTION"),
+                        help="measure one case with the code on PYTHONPATH (used internally)")
+    args = parser.parse_args()
+    if args.one:
+        print(f"{records_per_second(*args.one):.0f}")
+        return
+    current = Path(__file__).parents[1] / "operators"
+    if args.baseline is None:
+        for data, notion in CASES:
+            print(f"{data} {notion}: {records_per_second(data, notion):,.0f} records/s")
+        return
+    compare(args.baseline.resolve(), current, args.rounds)
 
 
 if __name__ == "__main__":
-    print(f"{records_per_second(sys.argv[1], sys.argv[2]):.0f}")
+    main()
