@@ -63,34 +63,20 @@ from dpsynth.online.rounding import (
     sorted_union,
     systematic_counts,
 )
+from dpsynth.online.steps import StepMechanism, _dyadic_nodes, block_of  # noqa: F401 (re-exported)
 
 #: adaptive releases drop PrivTree leaves whose noisy count is at most this many noise scales:
 #: an empty leaf's clipped noise is phantom mass (≈ half a scale each, hundreds of leaves).
 LEAF_FLOOR_SCALES = 2.0
-def block_of(step: int) -> int:
-    """The block of step s ≥ 1: b = ⌊log2 s⌋ (block b = steps [2^b, 2^{b+1}))."""
-    return int(step).bit_length() - 1
 
 
-def _dyadic_nodes(k: int, heights: int) -> list[tuple[int, int]]:
-    """Binary Mechanism nodes (height i, index) whose p-sums make the prefix of k steps."""
-    nodes, position = [], 0
-    for i in range(heights - 1, -1, -1):
-        if k >> i & 1:
-            nodes.append((i, position >> i))
-            position += 1 << i
-    return nodes
-
-
-class BlockEngine:
+class BlockEngine(StepMechanism):
     """Steps, blocks and their private histograms for one partition (module docstring).
 
     Not a public entry point: :class:`~dpsynth.online.synthesizer.OnlineSynthesizer` drives it
     through the mechanism protocol (:mod:`dpsynth.online.mechanism`) with
     ``mechanism="adaptive"`` or ``"blocks"``.
     """
-
-    counts_records = False  # time is public steps: any neighbour notion
 
     def __init__(
         self,
@@ -107,18 +93,9 @@ class BlockEngine:
         if (current_shape == "steps") != (budget.steps > 0):
             raise ConfigError("current_shape='steps' needs a step budget (block_budget("
                               "step_share=...)) and the other shapes none")
-        self.d = d
-        self.budget = budget
-        self.schedule = schedule
-        self.max_depth = max_depth
+        super().__init__(d, budget, schedule, noise, context, max_depth)
         self.current_shape = current_shape
-        self._noise = noise
-        self._context = context
-        self.step = 0  # completed steps
-        self._pending: list[CellIds] = []  # records of the open step
         self._open: list[CellIds] = []  # records of the open block's completed steps
-        self._step_counts: list[int] = []  # open block: true count of each completed step
-        self.blocks: list[dict[str, Any]] = []  # completed blocks: leaves and size estimate
         self.step_summaries: list[dict[str, Any]] = []  # the open block's steps (ε_o each)
         self._blocks_depth = 0  # deepest mass depth of the blocks (a release cache)
         self._steps_depth = 0  # deepest mass depth of the step summaries (a release cache)
@@ -126,50 +103,12 @@ class BlockEngine:
         self._masses: tuple[Any, ...] | None = None  # release cache: (D, intervals, densities)
         if schedule == "adaptive":
             privtree_params(budget.structure, max_depth=max_depth)  # fails early if impossible
-        self.name = schedule
-        self.worst_case_loss = budget.worst_case_loss
         self.params = {"size": budget.size, "structure": budget.structure,
                        "counts": budget.counts, "steps": budget.steps,
                        "current_shape": current_shape,
                        "leaf_floor_scales": LEAF_FLOOR_SCALES}
 
-    # -- the mechanism protocol (dpsynth.online.mechanism) -------------------------------------
-
-    def tick_limit(self, t: int) -> int:
-        """No level boundary: a step ends only when the caller ends it."""
-        return 1 << 62
-
-    def end_tick(self, t: int) -> None:
-        """A tick is a step here."""
-        self.end_step()
-
-    def depth(self, t: int) -> int | None:
-        """None: the depth is that of the latest release (a function of released leaves)."""
-        return None
-
-    def extra_metadata(self) -> dict[str, Any]:
-        """The number of completed (public) steps."""
-        return {"step": self.step}
-
-    @property
-    def n_cells(self) -> int:
-        """Leaves of the completed blocks."""
-        return sum(int(b["depths"].size) for b in self.blocks)
-
-    def state(self) -> dict[str, Any]:
-        """Snapshot entries: the engine under ``blocks``."""
-        return {"blocks": self.block_state()}
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        """Inverse of :meth:`state`."""
-        self.load_block_state(state["blocks"])
-
     # -- ingest ----------------------------------------------------------------------------
-
-    def add(self, addresses: CellIds) -> None:
-        """Records of the open step (Morton addresses at ``max_depth``)."""
-        if addresses.size:
-            self._pending.append(np.asarray(addresses, dtype=np.uint64))
 
     def end_step(self) -> None:
         """Close the open step; at a block's last step, summarise the block privately."""
@@ -189,21 +128,6 @@ class BlockEngine:
 
     # -- private quantities ------------------------------------------------------------------
 
-    def _open_size(self, b: int, steps: int) -> tuple[float, float]:
-        """(estimate, variance) of the records in the first ``steps`` steps of open block b."""
-        exact = float(sum(self._step_counts[:steps]))
-        if self.budget.neighbours == "replace":
-            return exact, 0.0  # public under replacement
-        heights = b + 1
-        scale = heights / self.budget.size
-        nodes = _dyadic_nodes(steps, heights)
-        if not nodes:
-            return 0.0, 0.0
-        index = np.array([n[1] for n in nodes], np.uint64)
-        height = np.array([n[0] for n in nodes], np.uint64)
-        lap = self._noise.discrete_laplace_at(scale, (*self._context, "size", b), index, height)
-        return exact + float(lap.sum()), len(nodes) * discrete_laplace_variance(scale)
-
     def _summarise(self, b: int) -> dict[str, Any]:
         size, size_var = self._open_size(b, 1 << b)
         context = (*self._context, "block", b)
@@ -214,10 +138,8 @@ class BlockEngine:
                 cells, weights, self.budget.structure, self.budget.counts, self._noise, context,
                 max_depth=self.max_depth,
             )
-            if size_var > 0:  # pool the Binary Mechanism total with the leaf sum
-                leaf_var = depths.size * discrete_laplace_variance(1.0 / self.budget.counts)
-                w = leaf_var / (leaf_var + size_var)
-                size = w * size + (1 - w) * float(counts.sum())
+            leaf_var = depths.size * discrete_laplace_variance(1.0 / self.budget.counts)
+            size = self._pooled_size(size, size_var, float(counts.sum()), leaf_var)
         else:
             depths, prefixes, counts = self._pmm_leaves(cells, weights, max(size, 0.0), context)
         return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size}
@@ -259,20 +181,6 @@ class BlockEngine:
                 leaves)
 
     # -- release ------------------------------------------------------------------------------
-
-    def release_counts(self, records: int, placement_seed: bytes) -> tuple[int, int, Counts]:
-        """(released size, depth D, integer counts of the 2^D cells summing to the size).
-
-        The size is ``records`` under replacement (public) and, under add/remove, the completed
-        blocks' sizes plus the open block's noisy size, rounded and clipped at 0 (P9).
-        """
-        b = block_of(self.step + 1)  # the open block
-        open_size = self._open_size(b, len(self._step_counts))[0]
-        total = records
-        if self.budget.neighbours == "add_remove":  # the count is private: a noisy size
-            estimate = sum(float(blk["size"]) for blk in self.blocks) + open_size
-            total = max(int(round(estimate)), 0)  # privacy: P9
-        return (total, *self._leaf_counts(total, max(open_size, 0.0), placement_seed))
 
     def _leaf_counts(self, total: int, open_size: float,
                      placement_seed: bytes) -> tuple[int, Counts]:
