@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from dpsynth.errors import BudgetExceededError, ConfigError
 
 NEIGHBOUR_NOTIONS = ("replace", "add_remove")
-BLOCK_SCHEDULES = ("adaptive", "blocks")
+BLOCK_SCHEDULES = ("adaptive", "blocks", "guided")
 CURRENT_SHAPES = ("steps", "last", "pooled")
 #: ``current_shape="steps"``: the share of each block's budget spent on its step summaries, and
 #: the share of that spent on their split decisions (docs/benchmarks.md §13 says how tuned).
 STEP_SHARE = 0.4
 STEP_STRUCTURE_SHARE = 0.3
+#: ``guided``: the share of each block's budget spent on its time nodes (docs/benchmarks.md §13).
+GUIDED_STEP_SHARE = 0.6
 
 
 @dataclass(frozen=True)
@@ -24,8 +26,9 @@ class BlockBudget:
     """Per-block budgets and the worst-case loss of one neighbouring change (privacy: P9).
 
     ``size`` ε_n (open-block Binary Mechanism), ``structure`` ε_s (PrivTree decisions),
-    ``counts`` ε_c (leaf counts; for ``blocks`` the PMM gets ε_s + ε_c), ``steps`` ε_o (the
-    open block's step summaries).
+    ``counts`` ε_c (leaf counts; for ``blocks`` the PMM gets ε_s + ε_c; for ``guided`` the
+    block's own summary), ``steps`` ε_o (the open block's step summaries; for ``guided`` its
+    time nodes, split equally over their levels, and block 0's summary gets ε_c + ε_o).
     """
 
     neighbours: str
@@ -78,7 +81,7 @@ def block_budget(
         size, rest, changes = 0.0, epsilon / 2, 2  # a removal and an addition in one block
     steps = step_share * rest
     rest -= steps
-    structure = structure_share * rest if schedule == "adaptive" else 0.0
+    structure = structure_share * rest if schedule == "adaptive" else 0.0  # guided: none
     counts = rest - structure
     loss = size + changes * (steps + structure + counts)  # privacy: P9 (basic composition)
     if loss > epsilon * (1 + 1e-12):

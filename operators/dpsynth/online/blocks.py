@@ -60,8 +60,8 @@ from dpsynth.online.rounding import (
     fold_refined,
     mass_depth,
     pooled_intervals,
+    round_density,
     sorted_union,
-    systematic_counts,
 )
 from dpsynth.online.steps import StepMechanism, _dyadic_nodes, block_of  # noqa: F401 (re-exported)
 
@@ -211,15 +211,7 @@ class BlockEngine(StepMechanism):
             if ref_mass > 0:
                 density = pooled + (open_size / ref_mass) * reference
                 break
-        mass = density * widths
-        if mass.sum() <= 0:
-            return 0, np.array([total], np.int64)
-        scale = total / mass.sum()
-        before = np.concatenate([[0.0], np.cumsum(mass)[:-1]]) * scale  # F at interval starts
-        u = KeyedNoise(placement_seed).uniform_at(("round", self.step), 0, 0)[0] - 2.0**-53
-        counts = np.zeros(1 << depth, np.int64)
-        systematic_counts(starts, widths, before, density * scale, total, u, counts)
-        return depth, counts
+        return round_density(starts, widths, density, depth, total, placement_seed, self.step)
 
     def _open_shape(self, depth: int, reference: tuple[np.ndarray, np.ndarray],
                     floor: float) -> tuple[np.ndarray, np.ndarray]:

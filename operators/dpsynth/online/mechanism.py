@@ -11,7 +11,10 @@ snapshots; a *mechanism* owns the private state of one algorithm and answers thr
     per-level histograms with GLS and pooling (:class:`~dpsynth.online.accurate.AccurateMechanism`);
 ``adaptive``, ``blocks``
     doubling blocks of public steps with PrivTree or PMM histograms
-    (:class:`~dpsynth.online.blocks.BlockEngine`).
+    (:class:`~dpsynth.online.blocks.BlockEngine`);
+``guided``
+    the same blocks with octal time nodes and partitions chosen from released summaries
+    (:class:`~dpsynth.online.guided.GuidedEngine`).
 
 Only :func:`make_mechanism` knows which is which; ``"auto"`` resolves in :func:`resolve_mechanism`.
 """
@@ -26,6 +29,7 @@ from dpsynth.clock import TickClock
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
 from dpsynth.online.accurate import DEFAULT_FRESH, AccurateMechanism
+from dpsynth.online.block_budget import GUIDED_STEP_SHARE
 from dpsynth.online.blocks import (
     BLOCK_SCHEDULES,
     NEIGHBOUR_NOTIONS,
@@ -33,13 +37,13 @@ from dpsynth.online.blocks import (
     BlockEngine,
     block_budget,
 )
+from dpsynth.online.guided import GuidedEngine
 from dpsynth.online.paper import PaperMechanism
 
 #: Every algorithm's name (the release metadata calls it ``schedule``).
 MECHANISMS = ("paper", "accurate", *BLOCK_SCHEDULES)
-#: ``mechanism="auto"``: the measured winner — adaptive for every d and notion (docs/benchmarks.md
-#: §13: within 1.5× offline PMM on stationary and drifting streams; accurate, the former choice
-#: at d = 1, is 4–7× PMM on drifting streams at ε = 1 once its pooling is unbiased).
+#: ``mechanism="auto"``: the measured winner (docs/benchmarks.md §13) — guided for d = 1, adaptive
+#: for d ≥ 2, under both notions.
 AUTO = "auto"
 
 __all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "Mechanism", "make_mechanism",
@@ -97,7 +101,7 @@ def resolve_mechanism(mechanism: str, d: int, neighbours: str) -> str:
     """The concrete mechanism of ``"auto"``; any other value unchanged."""
     if mechanism != AUTO:
         return mechanism
-    return "adaptive"
+    return "guided" if d == 1 else "adaptive"
 
 
 def make_mechanism(
@@ -136,6 +140,10 @@ def make_mechanism(
     if mechanism != "accurate" and (fresh or alpha is not None):  # None and 0.0 are "unset"
         raise ConfigError("fresh and alpha apply to mechanism='accurate' only; drop them")
     base = ("dpsynth", "partition", partition)
+    if mechanism == "guided":
+        budget = block_budget(epsilon, neighbours, mechanism,  # privacy: P14
+                              step_share=GUIDED_STEP_SHARE)
+        return GuidedEngine(d, budget, noise, (*base, mechanism), max_depth)
     if mechanism in BLOCK_SCHEDULES:
         budget = block_budget(epsilon, neighbours, mechanism,  # privacy: P9
                               step_share=STEP_SHARE if current_shape == "steps" else 0.0)

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from dpsynth.noise import KeyedNoise
+
 
 @njit(cache=True)
 def systematic_counts(starts, widths, before, rate, total, u, out):  # type: ignore[no-untyped-def]
@@ -27,6 +29,23 @@ def systematic_counts(starts, widths, before, rate, total, u, out):  # type: ign
         offset = np.int64(np.ceil((target - before[i]) / step)) - 1
         offset = min(max(offset, 0), widths[i] - 1)
         out[starts[i] + offset] += 1
+
+
+def round_density(starts: np.ndarray, widths: np.ndarray, density: np.ndarray, depth: int,
+                  total: int, placement_seed: bytes, step: int) -> tuple[int, np.ndarray]:
+    """(depth, integer counts of the 2^depth cells summing to ``total``) of a piecewise-constant
+    density on Morton intervals: its cumulative mass F, scaled to ``total``, rounded by
+    systematic sampling — unit j = 1..total lands where F crosses j − u, with u a *public*
+    uniform keyed by the placement seed and the step (post-processing, P6). O(total + K)."""
+    mass = density * widths
+    if mass.sum() <= 0:
+        return 0, np.array([total], np.int64)
+    scale = total / mass.sum()
+    before = np.concatenate([[0.0], np.cumsum(mass)[:-1]]) * scale  # F at interval starts
+    u = KeyedNoise(placement_seed).uniform_at(("round", step), 0, 0)[0] - 2.0**-53
+    counts = np.zeros(1 << depth, np.int64)
+    systematic_counts(starts, widths, before, density * scale, total, u, counts)
+    return depth, counts
 
 
 def sorted_union(*arrays: np.ndarray) -> np.ndarray:
@@ -122,6 +141,32 @@ def fold_refined(shape: tuple[np.ndarray, np.ndarray], summary: dict[str, Any], 
     spread = np.divide(ref, inside, out=np.zeros(starts.size), where=inside > 0)
     added = np.where(inside > 0, leaf_mass * spread, leaf_density[leaf])
     return starts, density_at(*shape, starts) + added
+
+
+def em_density(parts: list[tuple[np.ndarray, np.ndarray]],
+               depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """(grid starts, density) of one EM step for a common density behind several histograms.
+
+    ``parts`` are piecewise-constant densities (Morton interval starts at ``depth``, density per
+    cell), each a partition of the cube. Their sum P is the first estimate; the step spreads each
+    part's mass inside each of its intervals like P (uniformly where P has none there), so
+    structure resolved by one part sharpens the coarse intervals of the others (Dempster, Laird
+    and Rubin 1977, for data grouped into intervals). Post-processing; O(parts × grid).
+    """
+    grid = sorted_union(*(starts for starts, _ in parts))
+    widths = np.diff(np.concatenate([grid, [1 << depth]]))
+    pooled = sum(density_at(starts, density, grid) for starts, density in parts)
+    cum = np.concatenate([[0.0], np.cumsum(pooled * widths)])
+    out = np.zeros(grid.size)
+    for starts, density in parts:
+        first = np.searchsorted(grid, starts)  # each part's starts lie on the grid
+        last = np.concatenate([first[1:], [grid.size]])
+        mass = density * np.diff(np.concatenate([starts, [1 << depth]]))
+        inside = cum[last] - cum[first]  # P's mass in each interval of the part
+        leaf = np.searchsorted(starts, grid, side="right") - 1
+        ratio = np.divide(mass, inside, out=np.zeros(mass.size), where=inside > 0)
+        out += np.where(inside[leaf] > 0, pooled * ratio[leaf], density[leaf])
+    return grid, out
 
 
 def empty_shape() -> tuple[np.ndarray, np.ndarray]:

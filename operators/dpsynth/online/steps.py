@@ -123,6 +123,10 @@ class StepMechanism:
         lap = self._noise.discrete_laplace_at(scale, (*self._context, "size", b), index, height)
         return exact + float(lap.sum()), len(nodes) * discrete_laplace_variance(scale)
 
+    def _open_estimate(self, b: int, steps: int) -> float:
+        """The open block's size in a release: the Binary Mechanism's (exact under replace)."""
+        return self._open_size(b, steps)[0]
+
     def _pooled_size(self, size: float, size_var: float, leaf_sum: float,
                      leaf_var: float) -> float:
         """Inverse-variance pool of a Binary Mechanism total and a noisy leaf sum (post-
@@ -141,7 +145,7 @@ class StepMechanism:
         blocks' sizes plus the open block's noisy size, rounded and clipped at 0 (P9).
         """
         b = block_of(self.step + 1)  # the open block
-        open_size = self._open_size(b, len(self._step_counts))[0]
+        open_size = self._open_estimate(b, len(self._step_counts))
         total = records
         if self.budget.neighbours == "add_remove":  # the count is private: a noisy size
             estimate = sum(float(blk["size"]) for blk in self.blocks) + open_size

@@ -1,0 +1,279 @@
+"""Guided step blocks: octal time nodes and partitions chosen from released summaries (issue 14).
+
+Layer: core. The default for d = 1 (``mechanism="guided"``; docs/benchmarks.md §13). Time is
+public steps in doubling blocks, as for ``adaptive`` (:mod:`dpsynth.online.steps`); what differs
+is how a block's records are summarised while it is open and when it closes:
+
+* **Time nodes.** Inside block b the steps are grouped like the digits of an octal counter: a
+  node of level l holds 8^l consecutive steps (l = 0 … ⌊(b−1)/3⌋, so every node is smaller than
+  the block). A record lies in exactly one node per level and in the block. When a node
+  completes it is summarised at ε_l = ε_o / (number of levels); when the block completes it is
+  summarised at ε_top. The open block's prefix of k steps is covered by at most 7 nodes per
+  level (k written in base 8), so a release sums O(log k) summaries instead of k step
+  summaries, and the large nodes see enough records to resolve fine structure. A Binary
+  Mechanism (binary digits, budget split over ⌈log2⌉ heights) was measured worse: its nodes get
+  a third of this budget at the sizes that matter.
+* **Guided partitions, no structure budget.** Every summary is a flat histogram: noisy counts
+  c(leaf) + Lap_Z(1/ε) on a partition into Morton cells. The partition is a deterministic
+  function of summaries *already released* — the node's children (level l − 1) for a node, its
+  cover for the block, the latest step summary for a step — so it costs no budget
+  (post-processing; PrivTree's decisions cost ε_s, 27–45 % of a block's budget). A cell v of
+  depth k is split while its guide mass m(v) times its ℓ∞ diameter D_k = 2^−⌊k/d⌋ exceeds
+  θ/ε: m·D bounds the tree-W1 cost of spreading v's records uniformly over v, and 1/ε is the
+  scale of one more leaf's noise. A region the guide thinks empty stays one coarse leaf whose
+  noisy count still measures what arrived there; the next summaries split it.
+* **Release** (post-processing, P6): the completed blocks and the open block's cover, each
+  clipped at a floor of two noise scales and scaled to its size (public under replacement; the
+  pooled noisy sizes under add/remove), summed, then every leaf's mass is spread inside the leaf
+  like that sum (one step of the EM algorithm for a common density: fine structure seen by one
+  summary sharpens the others' coarse leaves), and rounded by systematic sampling.
+
+Privacy (docs/privacy.md P14): under add/remove one record changes one leaf count of each
+summary that contains it — its block's and one node per level — and the open block's size
+counter: ε_n + ε_top + Σ_l ε_l = ε per block, and blocks are disjoint (parallel composition).
+Partitions are functions of earlier outputs (adaptive composition: they add nothing). Under
+replacement the changed record stays in its step: every summary sees one removal and one
+addition, so each block runs at ε/2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpsynth._types import CellIds, Counts
+from dpsynth.noise import KeyedNoise, discrete_laplace_variance
+from dpsynth.online.block_budget import BlockBudget
+from dpsynth.online.privtree import noisy_leaf_counts
+from dpsynth.online.rounding import (
+    block_intervals,
+    em_density,
+    mass_depth,
+    pooled_intervals,
+    round_density,
+)
+from dpsynth.online.steps import StepMechanism, block_of
+
+#: A node of level l holds 8^l steps.
+TIME_FANOUT_BITS = 3
+#: θ: a cell is split while guide mass × ℓ∞ diameter > θ/ε (tuned on the moving blob, uniform
+#: data and Gowalla, docs/benchmarks.md §13).
+SPLIT_THRESHOLD = 0.5
+#: Leaves whose noisy count is at most this many noise scales are dropped (phantom mass).
+LEAF_FLOOR_SCALES = 1.0
+
+
+def node_levels(b: int) -> range:
+    """The time levels of block b: l with 8^l < 2^b (none for block 0, a single step)."""
+    return range((b - 1) // TIME_FANOUT_BITS + 1) if b >= 1 else range(0)
+
+
+def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, threshold: float,
+                     d: int, max_depth: int) -> tuple[np.ndarray, CellIds]:
+    """Leaves (depths, Morton prefixes) of the cells split while guide mass × D_k > threshold.
+
+    The guide is a piecewise-constant mass density on Morton intervals of depth ``depth``
+    (``starts``, mass per depth-``depth`` cell); D_k = 2^−⌊k/d⌋ is the ℓ∞ diameter of a cell of
+    depth k. Cells deeper than ``depth`` lie inside one guide cell (mass halves per level). A
+    deterministic function of the guide: no data, no noise.
+
+    >>> depths, prefixes = guided_partition(np.array([0]), np.array([100.0]), 0, 10.0, 1, 20)
+    >>> depths.tolist(), prefixes.tolist()
+    [[2, 2, 2, 2], [0, 1, 2, 3]]
+    """
+    starts = np.asarray(starts, dtype=np.float64)
+    widths = np.diff(np.concatenate([starts, [float(1 << depth)]]))
+    cum = np.concatenate([[0.0], np.cumsum(density * widths)])
+
+    def mass_below(x: np.ndarray) -> np.ndarray:
+        i = np.clip(np.searchsorted(starts, x, side="right") - 1, 0, starts.size - 1)
+        return cum[i] + density[i] * (x - starts[i])
+
+    leaf_depths, leaf_prefixes = [], []
+    active = np.zeros(1, np.uint64)
+    for k in range(max_depth + 1):
+        span = 2.0 ** (depth - k)
+        low = active.astype(np.float64) * span
+        mass = mass_below(low + span) - mass_below(low)
+        split = mass * 2.0 ** -(k // d) > threshold if k < max_depth else np.zeros(mass.size, bool)
+        leaf_depths.append(np.full(int((~split).sum()), k, np.int64))
+        leaf_prefixes.append(active[~split])
+        first = active[split] << np.uint64(1)
+        active = np.stack([first, first | np.uint64(1)], axis=1).reshape(-1)
+        if active.size == 0:
+            break
+    return np.concatenate(leaf_depths), np.concatenate(leaf_prefixes)
+
+
+class GuidedEngine(StepMechanism):
+    """Octal time nodes with guided histograms for one partition (module docstring).
+
+    Driven by :class:`~dpsynth.online.synthesizer.OnlineSynthesizer` through the mechanism
+    protocol with ``mechanism="guided"``.
+    """
+
+    def __init__(self, d: int, budget: BlockBudget, noise: KeyedNoise,
+                 context: tuple[int | str, ...], max_depth: int) -> None:
+        super().__init__(d, budget, "guided", noise, context, max_depth)
+        self._step_records: list[CellIds] = []  # the open block's completed steps
+        self.nodes: dict[tuple[int, int], dict[str, Any]] = {}  # open block: (level, index)
+        self._recent: dict[str, Any] | None = None  # the latest step summary: a step's guide
+        self._blocks_depth = 0  # deepest mass depth of the blocks (a release cache)
+        self._closed: tuple[int, list[Any]] | None = None  # release cache: blocks' intervals
+        self.params = {"size": budget.size, "counts": budget.counts, "steps": budget.steps,
+                       "time_fanout": 1 << TIME_FANOUT_BITS, "split_threshold": SPLIT_THRESHOLD,
+                       "leaf_floor_scales": LEAF_FLOOR_SCALES}
+
+    # -- ingest ----------------------------------------------------------------------------
+
+    def end_step(self) -> None:
+        """Close the open step: summarise every node (and the block) that it completes."""
+        records = np.concatenate(self._pending) if self._pending else np.zeros(0, np.uint64)
+        self._pending = []
+        self._step_records.append(records)
+        self._step_counts.append(int(records.size))
+        self.step += 1
+        b = block_of(self.step)
+        length = 1 << b
+        position = self.step - length + 1  # steps of block b completed
+        levels = node_levels(b)
+        for level in levels:  # bottom-up: a node's guide is its children, just released
+            width = 1 << (TIME_FANOUT_BITS * level)
+            if position % width == 0:
+                index = position // width - 1
+                self.nodes[(level, index)] = self._summarise_node(b, level, index, position)
+        if position == length:  # the block is complete
+            self.blocks.append(self._summarise_block(b, len(levels)))
+            self._blocks_depth = max(self._blocks_depth, mass_depth(self.blocks[-1]))
+            self._closed = None
+            self._step_records, self._step_counts, self.nodes = [], [], {}
+
+    def _cover(self, b: int, position: int) -> list[dict[str, Any]]:
+        """Block b's nodes covering its first ``position`` steps (base-8 digits)."""
+        out, start = [], 0
+        for level in reversed(node_levels(b)):
+            width = 1 << (TIME_FANOUT_BITS * level)
+            while position - start >= width:
+                out.append(self.nodes[(level, start // width)])
+                start += width
+        return out
+
+    # -- private summaries -------------------------------------------------------------------
+
+    def _summarise_node(self, b: int, level: int, index: int, position: int) -> dict[str, Any]:
+        width = 1 << (TIME_FANOUT_BITS * level)
+        records = np.concatenate(self._step_records[position - width:position])
+        if level == 0:
+            guides = [self._recent] if self._recent is not None else []
+        else:
+            fanout = 1 << TIME_FANOUT_BITS
+            guides = [self.nodes[(level - 1, index * fanout + i)] for i in range(fanout)]
+        epsilon = self.budget.steps / len(node_levels(b))
+        summary = self._histogram(records, guides, epsilon, (*self._context, "node", b, level,
+                                                              index))
+        if level == 0:
+            self._recent = summary
+        return summary
+
+    def _summarise_block(self, b: int, levels: int) -> dict[str, Any]:
+        records = np.concatenate(self._step_records)
+        length = 1 << b
+        guides = self._cover(b, length) if levels else (
+            [self._recent] if self._recent is not None else [])
+        epsilon = self.budget.counts + (0.0 if levels else self.budget.steps)
+        size, size_var = self._open_size(b, length)  # released: may guide (block 0)
+        summary = self._histogram(records, guides, epsilon, (*self._context, "block", b),
+                                  max(size, 0.0))
+        leaf_var = summary["depths"].size * discrete_laplace_variance(1.0 / epsilon)
+        summary["size"] = self._pooled_size(size, size_var, summary["size"], leaf_var)
+        if not levels:
+            self._recent = summary
+        return summary
+
+    def _histogram(self, records: CellIds, guides: list[dict[str, Any]], epsilon: float,
+                   context: tuple[int | str, ...], expected: float = 0.0) -> dict[str, Any]:
+        """Noisy leaf counts at ``epsilon`` on the partition the guides choose (privacy: P14);
+        without guides, a uniform guide of the public size or of ``expected`` (a released
+        noisy size)."""
+        public = float(records.size) if self.budget.neighbours == "replace" else None
+        starts, depth = np.zeros(1, np.int64), 0
+        density = np.array([public if public is not None else expected])
+        if guides:
+            depth, starts, widths, density, _ = pooled_intervals(guides, self.max_depth)
+            mass = float((density * widths).sum())
+            if public is not None and mass > 0:  # the size is public: the guide's shape only
+                density = density * (public / mass)
+        depths, prefixes = guided_partition(starts, density, depth, SPLIT_THRESHOLD / epsilon,
+                                            self.d, self.max_depth)
+        cells, weights = np.unique(records, return_counts=True)
+        counts = noisy_leaf_counts(cells, weights, depths, prefixes, epsilon, self._noise,
+                                   context, address_depth=self.max_depth)  # privacy: P14
+        floor = LEAF_FLOOR_SCALES / epsilon
+        kept = float(np.where(counts > floor, counts, 0).sum())
+        return {"depths": depths, "prefixes": prefixes, "counts": counts,
+                "size": public if public is not None else kept, "floor": floor,
+                "scale": 1.0 / epsilon}
+
+    # -- release ------------------------------------------------------------------------------
+
+    def _open_estimate(self, b: int, steps: int) -> float:
+        """The open block's size: public, or the Binary Mechanism pooled with the cover's sums."""
+        size, size_var = self._open_size(b, steps)
+        cover = self._cover(b, steps)
+        if size_var <= 0 or not cover:
+            return size
+        leaf_var = sum(s["depths"].size * discrete_laplace_variance(s["scale"]) for s in cover)
+        return self._pooled_size(size, size_var, sum(float(s["size"]) for s in cover), leaf_var)
+
+    def _leaf_counts(self, total: int, open_size: float,
+                     placement_seed: bytes) -> tuple[int, Counts]:
+        """Closed blocks plus the open block's cover (scaled to ``open_size``), one EM step,
+        rounded to ``total`` (module docstring; post-processing)."""
+        cover = self._cover(block_of(self.step + 1), len(self._step_counts))
+        cover_size = sum(float(s["size"]) for s in cover)
+        if cover_size > 0:
+            cover = [{**s, "size": float(s["size"]) * open_size / cover_size} for s in cover]
+        if not (self.blocks or cover) or total == 0:
+            return 0, np.array([total], np.int64)
+        depth = min(self.max_depth, max([self._blocks_depth] + [mass_depth(s) for s in cover]))
+        if self._closed is None or self._closed[0] != depth:  # blocks change at a block's end
+            self._closed = (depth, [block_intervals(blk, depth) for blk in self.blocks])
+        parts = self._closed[1] + [block_intervals(s, depth) for s in cover]
+        starts, density = em_density(parts, depth)  # one EM step (module docstring)
+        widths = np.diff(np.concatenate([starts, [1 << depth]]))
+        return round_density(starts, widths, density, depth, total, placement_seed, self.step)
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def block_state(self) -> dict[str, Any]:
+        """Everything needed to continue identically (no key material)."""
+        pending = np.concatenate(self._pending) if self._pending else np.zeros(0, np.uint64)
+        return {"step": self.step, "pending": pending,
+                "step_records": [a.copy() for a in self._step_records],
+                "blocks": [dict(blk) for blk in self.blocks],
+                "nodes": [{"level": level, "index": index, **summary}
+                          for (level, index), summary in self.nodes.items()],
+                "recent": None if self._recent is None else dict(self._recent)}
+
+    def load_block_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`block_state`."""
+        self.step = int(state["step"])
+        self._pending = [state["pending"]] if state["pending"].size else []
+        self._step_records = [np.asarray(a, np.uint64) for a in state["step_records"]]
+        self._step_counts = [int(a.size) for a in self._step_records]
+        self.blocks = [dict(blk) for blk in state["blocks"]]
+        self.nodes = {}
+        for entry in state["nodes"]:
+            summary = dict(entry)
+            self.nodes[(int(summary.pop("level")), int(summary.pop("index")))] = summary
+        self._recent = None if state["recent"] is None else dict(state["recent"])
+        self._blocks_depth = max([mass_depth(blk) for blk in self.blocks], default=0)
+        self._closed = None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: the open block's records and every summary's leaves."""
+        held = sum(a.nbytes for a in self._step_records)
+        summaries = self.blocks + list(self.nodes.values())
+        return held + sum(s["depths"].nbytes * 3 for s in summaries)
