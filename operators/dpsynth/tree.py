@@ -15,6 +15,7 @@ and accuracy then plateaus at the leaf diameter 2^-⌊max_depth/d⌋.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from dpsynth._types import CellIds, Points
 from dpsynth.errors import SchemaError
@@ -43,19 +44,30 @@ def route(points: Points, *, depth: int) -> CellIds:
     n, d = points.shape
     if not 0 <= depth <= MAX_TREE_DEPTH:
         raise ValueError(f"depth ({depth}) must lie in [0, {MAX_TREE_DEPTH}]")
-    splits = splits_per_coordinate(depth, d)
-    # grid index of each coordinate at its own resolution; 1.0 lands in the top cell
-    grid = np.empty((n, d), dtype=np.uint64)
-    for i in range(d):
-        cells = 1 << int(splits[i])
-        grid[:, i] = np.minimum(np.floor(points[:, i] * cells), cells - 1).astype(np.uint64)
-    address = np.zeros(n, dtype=np.uint64)
-    one = np.uint64(1)
-    for k in range(depth):
-        i, digit = k % d, k // d
-        bit = (grid[:, i] >> np.uint64(int(splits[i]) - 1 - digit)) & one
-        address = (address << one) | bit
+    address = np.empty(n, dtype=np.uint64)
+    _interleave(np.ascontiguousarray(points), splits_per_coordinate(depth, d).astype(np.int64),
+                depth, address)
     return address
+
+
+@njit(cache=True)
+def _interleave(points, splits, depth, out):  # type: ignore[no-untyped-def]
+    """Morton bits, most significant first: bit k is digit ⌊k/d⌋ of coordinate k mod d, the
+    coordinate's grid index at its own resolution (1.0 lands in the top cell). One compiled
+    pass per point instead of a numpy pass per level."""
+    d = points.shape[1]
+    one = np.uint64(1)
+    grid = np.empty(d, np.uint64)
+    for p in range(points.shape[0]):
+        for i in range(d):
+            cells = 2.0 ** splits[i]  # exact; cells − 1 rounds as numpy rounds the int
+            grid[i] = np.uint64(min(np.floor(points[p, i] * cells), cells - 1.0))
+        address = np.uint64(0)
+        for k in range(depth):
+            i = k % d
+            shift = np.uint64(splits[i] - 1 - k // d)
+            address = (address << one) | ((grid[i] >> shift) & one)
+        out[p] = address
 
 
 def ancestors(address: CellIds, *, depth: int, level: int) -> CellIds:

@@ -53,17 +53,32 @@ def encode_context(context: Sequence[int | str]) -> bytes:
     """
     parts = [_DOMAIN]
     for item in context:
-        if isinstance(item, bool) or not isinstance(item, int | str | np.integer):
+        kind = type(item)
+        if kind is str:  # the common items first: no isinstance chain, strings memoised
+            piece = _STR_PIECES.get(item)  # type: ignore[call-overload]
+            if piece is None:
+                raw = item.encode()  # type: ignore[union-attr]
+                piece = b"s" + len(raw).to_bytes(4, "big") + raw
+                if len(_STR_PIECES) < 1024:
+                    _STR_PIECES[item] = piece  # type: ignore[index]
+            parts.append(piece)
+            continue
+        if kind is not int and (isinstance(item, bool)
+                                or not isinstance(item, int | str | np.integer)):
             raise TypeError(
                 f"context items must be int or str, got {type(item).__name__}; "
                 "encode other values as strings"
             )
-        if isinstance(item, str):
+        if isinstance(item, str):  # a str subclass
             tag, raw = b"s", item.encode()
         else:
             tag, raw = b"i", str(int(item)).encode()
         parts.append(tag + len(raw).to_bytes(4, "big") + raw)
     return b"".join(parts)
+
+
+#: Encoded string items (a context's names repeat: "partition", "step", "leaf", …).
+_STR_PIECES: dict[str, bytes] = {}
 
 
 def _addresses(

@@ -61,7 +61,6 @@ from dpsynth.online.rounding import (
     mass_depth,
     pooled_intervals,
     round_density,
-    sorted_union,
 )
 from dpsynth.online.steps import StepMechanism, _dyadic_nodes, block_of  # noqa: F401 (re-exported)
 
@@ -198,15 +197,21 @@ class BlockEngine(StepMechanism):
         if self._masses is None or self._masses[0] != depth:  # blocks change at a block's end
             self._masses = pooled_intervals(self.blocks, self.max_depth, floor, depth)
         _, starts, widths, pooled, last = self._masses
-        steps = np.zeros_like(pooled)
+        steps = None
         if self.step_summaries:  # the open block's own shape, folded one step at a time
-            step_starts, step_density = self._open_shape(depth, (starts, last), floor)
-            grid = sorted_union(starts, step_starts)
+            # the fold's grid holds the blocks' starts (its reference), so it is the union
+            grid, steps = self._open_shape(depth, (starts, last), floor)
+            widths = np.diff(np.concatenate([grid, [1 << depth]]))
+            step_mass = float((steps * widths).sum())
+            if step_mass > 0 and self.current_shape == "steps":  # the usual case, first choice
+                density = density_at(starts, pooled, grid) + (open_size / step_mass) * steps
+                return round_density(grid, widths, density, depth, total, placement_seed,
+                                     self.step)
             pooled, last = density_at(starts, pooled, grid), density_at(starts, last, grid)
-            steps = density_at(step_starts, step_density, grid)
-            starts, widths = grid, np.diff(np.concatenate([grid, [1 << depth]]))
+            starts = grid
         density = pooled
-        for reference in self._shapes(steps, last, pooled):
+        for reference in self._shapes(steps if steps is not None else np.zeros_like(pooled),
+                                      last, pooled):
             ref_mass = float((reference * widths).sum())
             if ref_mass > 0:
                 density = pooled + (open_size / ref_mass) * reference

@@ -7,6 +7,7 @@ density is rounded to integer cell counts by systematic sampling with a *public*
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -18,17 +19,41 @@ from dpsynth.noise import KeyedNoise
 @njit(cache=True)
 def systematic_counts(starts, widths, before, rate, total, u, out):  # type: ignore[no-untyped-def]
     """Unit j = 1..total lands in the cell where F crosses j − u (F linear inside an interval,
-    slope ``rate`` per cell, F = ``before`` at each interval's start): one pass, O(total + K)."""
-    i = 0
-    last = starts.shape[0] - 1
-    for j in range(1, total + 1):
-        target = j - u
-        while i < last and before[i + 1] < target:
-            i += 1
+    slope ``rate`` per cell, F = ``before`` at each interval's start).
+
+    Interval i receives the units j with ⌊F_i + u⌋ < j ≤ ⌊F_{i+1} + u⌋; they are placed one by
+    one where an interval has fewer units than cells, and cell by cell (⌊F + u⌋ at each cell's
+    end) where it has more — O(Σ min(units, cells)), never a pass per unit of a dense region."""
+    intervals = starts.shape[0]
+    placed = np.int64(0)  # units j ≤ placed are in earlier intervals
+    for i in range(intervals):
+        end = total if i == intervals - 1 else min(np.int64(np.floor(before[i + 1] + u)), total)
+        if end <= placed:
+            continue
         step = rate[i] if rate[i] > 1e-300 else 1e-300
-        offset = np.int64(np.ceil((target - before[i]) / step)) - 1
-        offset = min(max(offset, 0), widths[i] - 1)
-        out[starts[i] + offset] += 1
+        width = widths[i]
+        if end - placed < width:  # sparse: unit by unit
+            for j in range(placed + 1, end + 1):
+                offset = np.int64(np.ceil((j - u - before[i]) / step)) - 1
+                offset = min(max(offset, 0), width - 1)
+                out[starts[i] + offset] += 1
+        else:  # dense: cell by cell
+            previous = placed
+            for offset in range(width):
+                current = end if offset == width - 1 else min(
+                    max(np.int64(np.floor(before[i] + step * (offset + 1) + u)), previous), end)
+                out[starts[i] + offset] += current - previous
+                previous = current
+        placed = end
+
+
+_ORIGIN = np.zeros(1, np.uint64)  # the rounding's one address (stream 0, event 0), pre-typed
+
+
+@lru_cache(maxsize=16)
+def _placement_noise(placement_seed: bytes) -> KeyedNoise:
+    """The rounding's public noise source for one placement seed (built once, not per release)."""
+    return KeyedNoise(placement_seed)
 
 
 def round_density(starts: np.ndarray, widths: np.ndarray, density: np.ndarray, depth: int,
@@ -42,7 +67,7 @@ def round_density(starts: np.ndarray, widths: np.ndarray, density: np.ndarray, d
         return 0, np.array([total], np.int64)
     scale = total / mass.sum()
     before = np.concatenate([[0.0], np.cumsum(mass)[:-1]]) * scale  # F at interval starts
-    u = KeyedNoise(placement_seed).uniform_at(("round", step), 0, 0)[0] - 2.0**-53
+    u = _placement_noise(placement_seed).uniform_at(("round", step), _ORIGIN, 0)[0] - 2.0**-53
     counts = np.zeros(1 << depth, np.int64)
     systematic_counts(starts, widths, before, density * scale, total, u, counts)
     return depth, counts
@@ -131,16 +156,58 @@ def fold_refined(shape: tuple[np.ndarray, np.ndarray], summary: dict[str, Any], 
     O(intervals) per summary, so a release never revisits the steps already folded.
     """
     leaf_starts, leaf_density = block_intervals(summary, depth, floor)
-    starts = sorted_union(shape[0], leaf_starts, reference[0])
-    widths = np.diff(np.concatenate([starts, [1 << depth]]))
-    ref = density_at(*reference, starts)
-    leaf = np.searchsorted(leaf_starts, starts, side="right") - 1
-    leaf_width = np.diff(np.concatenate([leaf_starts, [1 << depth]]))
-    inside = np.bincount(leaf, weights=ref * widths, minlength=leaf_starts.size)[leaf]
-    leaf_mass = (leaf_density * leaf_width)[leaf]
-    spread = np.divide(ref, inside, out=np.zeros(starts.size), where=inside > 0)
-    added = np.where(inside > 0, leaf_mass * spread, leaf_density[leaf])
-    return starts, density_at(*shape, starts) + added
+    return _fold(np.asarray(shape[0], np.int64), np.asarray(shape[1], np.float64), leaf_starts,
+                 leaf_density, np.asarray(reference[0], np.int64),
+                 np.asarray(reference[1], np.float64), np.int64(1) << np.int64(depth))
+
+
+@njit(cache=True)
+def _fold(shape_starts, shape_density, leaf_starts, leaf_density, ref_starts,  # type: ignore[no-untyped-def]
+          ref_density, end):
+    """:func:`fold_refined` on sorted distinct interval starts, in one compiled pass: the union
+    grid by a three-way merge, then each grid interval's shape, leaf and reference."""
+    grid = np.empty(shape_starts.size + leaf_starts.size + ref_starts.size, np.int64)
+    a = b = c = n = 0
+    while a < shape_starts.size or b < leaf_starts.size or c < ref_starts.size:
+        low = end
+        if a < shape_starts.size:
+            low = min(low, shape_starts[a])
+        if b < leaf_starts.size:
+            low = min(low, leaf_starts[b])
+        if c < ref_starts.size:
+            low = min(low, ref_starts[c])
+        grid[n] = low
+        n += 1
+        if a < shape_starts.size and shape_starts[a] == low:
+            a += 1
+        if b < leaf_starts.size and leaf_starts[b] == low:
+            b += 1
+        if c < ref_starts.size and ref_starts[c] == low:
+            c += 1
+    grid = grid[:n]
+    leaf = np.empty(n, np.int64)
+    ref = np.empty(n, np.float64)
+    out = np.empty(n, np.float64)
+    inside = np.zeros(leaf_starts.size, np.float64)
+    a = b = c = 0
+    for g in range(n):
+        while a + 1 < shape_starts.size and shape_starts[a + 1] <= grid[g]:
+            a += 1
+        while b + 1 < leaf_starts.size and leaf_starts[b + 1] <= grid[g]:
+            b += 1
+        while c + 1 < ref_starts.size and ref_starts[c + 1] <= grid[g]:
+            c += 1
+        width = (grid[g + 1] if g + 1 < n else end) - grid[g]
+        leaf[g], ref[g], out[g] = b, ref_density[c], shape_density[a]
+        inside[b] += ref[g] * width
+    for g in range(n):
+        i = leaf[g]
+        if inside[i] > 0:
+            width = (leaf_starts[i + 1] if i + 1 < leaf_starts.size else end) - leaf_starts[i]
+            out[g] += leaf_density[i] * width * (ref[g] / inside[i])
+        else:
+            out[g] += leaf_density[i]
+    return grid, out
 
 
 def em_density(parts: list[tuple[np.ndarray, np.ndarray]],
