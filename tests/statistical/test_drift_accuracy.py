@@ -43,7 +43,7 @@ def _w1(x: np.ndarray, mechanism: str, epsilon: float) -> float:
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])
-@pytest.mark.parametrize("mechanism", ["adaptive", "blocks", "accurate", "paper"])
+@pytest.mark.parametrize("mechanism", ["guided", "adaptive", "blocks", "accurate", "paper"])
 def test_error_falls_with_epsilon_and_nears_offline_pmm(mechanism: str, d: int) -> None:
     """Median W1 (2 keys) on the rotating ring at ε = 0.5, 1, 4, 16, 10³: each at most 1.3×
     the previous (adjacent ε differ 2–60×, the true ratio is ≤ 0.7, so a false alarm needs a
@@ -70,7 +70,7 @@ def _panel() -> list[str]:
 
 
 @pytest.mark.parametrize("stream", _panel())
-@pytest.mark.parametrize("mechanism", ["auto", "adaptive", "blocks", "accurate"])
+@pytest.mark.parametrize("mechanism", ["auto", "guided", "adaptive", "blocks", "accurate"])
 def test_release_mean_tracks_a_drifting_prefix(stream: str, mechanism: str) -> None:
     """At ε = 100 the noise moves the release mean by ≤ 0.002 for adaptive and blocks and by up
     to 0.011 for accurate at d = 2 (measured over 4 keys; it falls to 0.004 at ε = 400, so it

@@ -216,7 +216,7 @@ def test_neighbours_setting_is_validated_and_bound_to_the_state(env):
     assert config.mechanism == "auto" and config.tick_seconds == 60
     assert synthesizer_config(config)["neighbours"] == "add_remove"
     env["DPSYNTH_MECHANISM"] = "accurate"  # time levels count records: refused
-    with pytest.raises(ConfigError, match="needs mechanism='adaptive' or 'blocks'"):
+    with pytest.raises(ConfigError, match="needs mechanism='adaptive', 'blocks' or 'guided'"):
         load_config(env)
     del env["DPSYNTH_MECHANISM"]
     env["DPSYNTH_RELEASE_EVERY"] = "500"  # steps of N records would reveal the count

@@ -231,11 +231,12 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
               help="run_id written in every release record (default run-<key fingerprint>, "
                    "one per key: docs/privacy.md P13).")
 @click.option("--mechanism",
-              type=click.Choice(["auto", "accurate", "paper", "adaptive", "blocks"]),
+              type=click.Choice(["auto", "accurate", "paper", "adaptive", "blocks", "guided"]),
               default="auto", show_default=True,
-              help="auto: adaptive (the measured winner for every d); adaptive: PrivTree "
-                   "histograms of doubling step blocks; blocks: PMM ones; accurate: GLS-pooled "
-                   "per-level histograms; paper: HVZ Alg 1.")
+              help="auto: guided for d = 1, adaptive for d ≥ 2 (the measured winners); "
+                   "adaptive: PrivTree histograms of doubling step blocks; blocks: PMM ones; "
+                   "guided: octal time nodes with partitions from released summaries; "
+                   "accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1.")
 @click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
               show_default=True,
               help="replace: the papers' notion (t public). add_remove: the count is private; "
@@ -259,7 +260,8 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     steps = time_steps(time_column, time_origin, time_period, time_end, neighbours)
     if steps is not None and mechanism in ("accurate", "paper"):
         raise click.UsageError(f"--time-column: --mechanism {mechanism} counts time in records; "
-                               "use --mechanism adaptive or blocks (steps of public time)")
+                               "use --mechanism adaptive, blocks or guided (steps of public "
+                               "time)")
     console = Console()
     noise_key = resolve_key()
     print_key(console, noise_key)

@@ -60,6 +60,8 @@ TIME_FANOUT_BITS = 3
 #: θ: a cell is split while guide mass × ℓ∞ diameter > θ/ε (tuned on the moving blob, uniform
 #: data and Gowalla, docs/benchmarks.md §13).
 SPLIT_THRESHOLD = 0.5
+#: Share of a guide's mass added uniformly before a partition is chosen (consistency under drift).
+UNIFORM_PRIOR = 0.03
 #: Leaves whose noisy count is at most this many noise scales are dropped (phantom mass).
 LEAF_FLOOR_SCALES = 1.0
 
@@ -203,7 +205,10 @@ class GuidedEngine(StepMechanism):
             depth, starts, widths, density, _ = pooled_intervals(guides, self.max_depth)
             mass = float((density * widths).sum())
             if public is not None and mass > 0:  # the size is public: the guide's shape only
-                density = density * (public / mass)
+                density, mass = density * (public / mass), public
+            # a uniform prior: where the guide saw nothing the records of this summary may
+            # still be (a stream that moves); as ε grows every region is split finely
+            density = density + UNIFORM_PRIOR * mass / float(1 << depth)
         depths, prefixes = guided_partition(starts, density, depth, SPLIT_THRESHOLD / epsilon,
                                             self.d, self.max_depth)
         cells, weights = np.unique(records, return_counts=True)

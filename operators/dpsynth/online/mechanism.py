@@ -130,9 +130,9 @@ def make_mechanism(
         raise ConfigError(f"mechanism ({mechanism!r}) must be one of {(AUTO, *MECHANISMS)}")
     if neighbours == "add_remove" and mechanism not in BLOCK_SCHEDULES:
         raise ConfigError(
-            "neighbours='add_remove' needs mechanism='adaptive' or 'blocks': the time levels of "
-            "the other mechanisms count records, and the record count is private under "
-            "add/remove (docs/privacy.md P9)"
+            "neighbours='add_remove' needs mechanism='adaptive', 'blocks' or 'guided': the time "
+            "levels of the other mechanisms count records, and the record count is private "
+            "under add/remove (docs/privacy.md P9)"
         )
     if schedule is not None and mechanism != "paper":
         raise ConfigError(f"schedule (an ε allocation) applies to mechanism='paper' only, not "

@@ -59,8 +59,10 @@ class OnlineSynthesizer:
     release_every
         N: a tick, and a release, every N records (:meth:`extend`).
     mechanism
-        The algorithm. ``"auto"`` (default): ``"adaptive"`` for d ≥ 2 or under add/remove, else
-        ``"accurate"`` — the winners of docs/benchmarks.md §12. ``"adaptive"``: PrivTree
+        The algorithm. ``"auto"`` (default): ``"guided"`` for d = 1, ``"adaptive"`` for d ≥ 2,
+        under both notions — the winners of docs/benchmarks.md §13. ``"guided"``: doubling
+        blocks of steps with octal time nodes and partitions chosen from released summaries
+        (:mod:`~dpsynth.online.guided`); ``"adaptive"``: PrivTree
         histograms of doubling blocks of steps (:mod:`~dpsynth.online.blocks`); ``"blocks"``:
         the same with PMM histograms; ``"accurate"``: :mod:`~dpsynth.online.accurate`;
         ``"paper"``: HVZ Alg 1 with Sparse Counting per cell (faithful reproduction, 4–12× less
@@ -82,9 +84,10 @@ class OnlineSynthesizer:
         Accurate: depth ratio of the schedule (default 2^{(1−1/d)/2}).
     neighbours
         ``"replace"`` (default; the papers' notion, t public) or ``"add_remove"`` (one record
-        more or less in one step; releases carry a noisy size). add/remove needs
-        ``mechanism="adaptive"`` or ``"blocks"`` and steps on a public clock: :meth:`add`
-        the records, :meth:`step` at each tick; :meth:`extend` is refused (docs/privacy.md P9).
+        more or less in one step; releases carry a noisy size). add/remove needs a step
+        mechanism (``"adaptive"``, ``"blocks"`` or ``"guided"``) and steps on a public clock:
+        :meth:`add` the records, :meth:`step` at each tick; :meth:`extend` is refused
+        (docs/privacy.md P9).
     current_shape
         Step blocks: the open block's records are placed like its own steps' private summaries
         (``"steps"``, default: unbiased under drift, ε_o = 40 % of the block budget), like the
@@ -230,8 +233,9 @@ class OnlineSynthesizer:
         way to feed records: how many arrive never decides when a step ends (P9).
         """
         if self._mechanism.counts_records:
-            raise ConfigError("add() needs mechanism='adaptive' or 'blocks' (steps on a public "
-                              "clock); other mechanisms take records through extend()")
+            raise ConfigError("add() needs a step mechanism (adaptive, blocks or guided: steps "
+                              "on a public clock); other mechanisms take records through "
+                              "extend()")
         addresses = self._route(points)
         self._mechanism.add(addresses)
         self.t += len(addresses)
@@ -244,8 +248,8 @@ class OnlineSynthesizer:
         marker, not from anything that depends on the records (docs/privacy.md P9).
         """
         if self._mechanism.counts_records:
-            raise ConfigError("step() needs mechanism='adaptive' or 'blocks'; other mechanisms "
-                              "release every release_every records")
+            raise ConfigError("step() needs a step mechanism (adaptive, blocks or guided); "
+                              "others release every release_every records")
         self._mechanism.end_tick(self.t)
         return self._make_release()
 

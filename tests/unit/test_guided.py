@@ -1,0 +1,212 @@
+"""The guided step blocks (issue 14, mechanism="guided"): accounting, partitions, neighbours."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpsynth.errors import ConfigError
+from dpsynth.noise import KeyedNoise
+from dpsynth.online.block_budget import GUIDED_STEP_SHARE, block_budget
+from dpsynth.online.guided import (
+    SPLIT_THRESHOLD,
+    UNIFORM_PRIOR,
+    GuidedEngine,
+    guided_partition,
+    node_levels,
+)
+from dpsynth.online.mechanism import resolve_mechanism
+from dpsynth.online.rounding import pooled_intervals
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.tree import route
+
+KEY = bytes(range(32))
+
+
+def _stream(n: int, d: int = 1, seed: int = 0) -> np.ndarray:
+    """A blob moving along the first axis (public test data)."""
+    rng = np.random.default_rng(seed)
+    centre = np.full((n, d), 0.5)
+    centre[:, 0] = np.linspace(0.2, 0.8, n)
+    return np.clip(centre + rng.normal(0.0, 0.06, (n, d)), 0.0, 1.0)
+
+
+def _run(x: np.ndarray, neighbours: str, per_step: int = 100, key: bytes = KEY,
+         **options: object) -> OnlineSynthesizer:
+    synth = OnlineSynthesizer(x.shape[1], 1.0, key, per_step, mechanism="guided",
+                              neighbours=neighbours, **options)
+    if neighbours == "replace":
+        synth.extend(x)
+    else:  # the test plays the public clock
+        for start in range(0, len(x), per_step):
+            synth.add(x[start:start + per_step])
+            synth.step()
+    return synth
+
+
+# -- accounting -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 4.0])
+def test_P14_budget_spends_exactly_epsilon_under_each_notion(epsilon: float) -> None:
+    add = block_budget(epsilon, "add_remove", "guided", step_share=GUIDED_STEP_SHARE)
+    assert add.structure == 0.0  # partitions cost nothing: they come from released summaries
+    assert add.size + add.counts + add.steps == pytest.approx(epsilon)
+    assert add.worst_case_loss == pytest.approx(epsilon)
+    rep = block_budget(epsilon, "replace", "guided", step_share=GUIDED_STEP_SHARE)
+    assert rep.size == 0.0 and 2 * (rep.counts + rep.steps) == pytest.approx(epsilon)
+    synth = OnlineSynthesizer(1, epsilon, KEY, 10, mechanism="guided", neighbours="add_remove")
+    assert synth.worst_case_loss == pytest.approx(epsilon)
+
+
+def test_auto_is_guided_at_d1_and_adaptive_above() -> None:
+    for notion in ("replace", "add_remove"):
+        assert resolve_mechanism("auto", 1, notion) == "guided"
+        assert resolve_mechanism("auto", 2, notion) == "adaptive"
+        assert resolve_mechanism("auto", 3, notion) == "adaptive"
+    assert OnlineSynthesizer(1, 1.0, KEY, 10).mechanism == "guided"
+
+
+def test_octal_time_nodes_are_smaller_than_their_block() -> None:
+    assert list(node_levels(0)) == []  # block 0 is one step: its own summary only
+    assert list(node_levels(1)) == list(node_levels(3)) == [0]  # steps
+    assert list(node_levels(4)) == list(node_levels(6)) == [0, 1]  # steps, 8 steps
+    assert list(node_levels(7)) == [0, 1, 2]
+    for b in range(1, 30):
+        assert all(8 ** level < 2 ** b for level in node_levels(b))
+        assert 8 ** (max(node_levels(b)) + 1) >= 2 ** b
+
+
+def test_P9_add_remove_refuses_steps_counted_in_records() -> None:
+    synth = OnlineSynthesizer(1, 1.0, KEY, 10, mechanism="guided", neighbours="add_remove")
+    with pytest.raises(ConfigError, match="public clock"):
+        synth.extend(np.full((20, 1), 0.5))
+
+
+# -- partitions -------------------------------------------------------------------------------
+
+def _mass(starts: np.ndarray, density: np.ndarray, depth: int, k: int, p: int) -> float:
+    """Guide mass of the cell (depth k, prefix p): the cumulative mass is piecewise linear."""
+    bounds = np.concatenate([starts, [1 << depth]])
+    cum = np.concatenate([[0.0], np.cumsum(density * np.diff(bounds))])
+    lo, hi = np.interp([p * 2.0 ** (depth - k), (p + 1) * 2.0 ** (depth - k)], bounds, cum)
+    return float(hi - lo)
+
+
+def test_partition_splits_exactly_while_guide_mass_times_diameter_exceeds_the_threshold() -> None:
+    rng = np.random.default_rng(0)
+    for d in (1, 2, 3):
+        depth = 8
+        starts = np.sort(rng.choice(1 << depth, 20, replace=False)).astype(np.int64)
+        starts[0] = 0
+        density = rng.exponential(1.0, starts.size) * (rng.random(starts.size) < 0.6)
+        threshold, max_depth = 0.05, 14
+        depths, prefixes = guided_partition(starts, density, depth, threshold, d, max_depth)
+        covered = 0.0
+        for k, p in zip(depths.tolist(), prefixes.tolist(), strict=True):
+            covered += 2.0 ** -k
+            leaf = _mass(starts, density, depth, k, p) * 2.0 ** -(k // d)
+            assert k == max_depth or leaf <= threshold  # a leaf
+            if k:  # its parent was split
+                parent = _mass(starts, density, depth, k - 1, p >> 1)
+                assert parent * 2.0 ** -((k - 1) // d) > threshold
+        assert covered == pytest.approx(1.0)  # the leaves partition the cube
+
+
+def test_partitions_are_functions_of_released_summaries() -> None:
+    """Every node of level ≥ 1 and every block is partitioned from its children's released
+    summaries alone: recomputing the partition from them gives the same leaves (P14)."""
+    synth = _run(_stream(7200), "replace", per_step=100)  # 72 steps: block 6 holds 9
+    engine = synth._mechanism
+    assert isinstance(engine, GuidedEngine)
+    checked = 0
+    for (level, index), node in engine.nodes.items():
+        if level == 0:
+            continue
+        children = [engine.nodes[(level - 1, index * 8 + i)] for i in range(8)]
+        depth, starts, widths, density, _ = pooled_intervals(children, engine.max_depth)
+        size = 100.0 * 8 ** level  # public under replacement
+        density = density * size / float((density * widths).sum())
+        density = density + UNIFORM_PRIOR * size / float(1 << depth)
+        epsilon = engine.budget.steps / len(node_levels(6))
+        depths, prefixes = guided_partition(starts, density, depth, SPLIT_THRESHOLD / epsilon,
+                                            1, engine.max_depth)
+        assert (depths == node["depths"]).all() and (prefixes == node["prefixes"]).all()
+        checked += 1
+    assert checked >= 1
+
+
+def test_partitions_adapt_to_where_the_records_are() -> None:
+    x = np.concatenate([np.full((3000, 1), 0.11), np.random.default_rng(1).random((200, 1))])
+    engine = _run(x, "replace", per_step=100)._mechanism
+    last = engine.blocks[-1]
+    near = route(np.array([[0.11]]), depth=engine.max_depth)[0]
+    holds = (near >> (engine.max_depth - last["depths"]).astype(np.uint64)) == last["prefixes"]
+    assert holds.sum() == 1
+    assert last["depths"][holds][0] >= last["depths"].min() + 4  # dense spot fine, rest coarse
+
+
+# -- neighbours -------------------------------------------------------------------------------
+
+def test_P14_a_record_added_to_one_step_moves_only_the_summaries_that_hold_it() -> None:
+    """With derived noise, a summary's counts are a function of its partition and its records:
+    adding one record to step 21 changes only the summaries that contain step 21 (its block
+    and one node per level); any other summary with the same partition is bit-identical."""
+    x = _stream(4000)
+    extra = np.full((1, 1), 0.37)
+    a = OnlineSynthesizer(1, 1.0, KEY, 100, mechanism="guided", neighbours="add_remove")
+    b = OnlineSynthesizer(1, 1.0, KEY, 100, mechanism="guided", neighbours="add_remove")
+    for step in range(40):
+        batch = x[step * 100:(step + 1) * 100]
+        a.add(batch)
+        b.add(np.concatenate([batch, extra]) if step == 20 else batch)
+        a.step()
+        b.step()
+    ea, eb = a._mechanism, b._mechanism
+    summaries = [(i, sa, sb) for i, (sa, sb) in enumerate(zip(ea.blocks, eb.blocks, strict=True))]
+    summaries += [(key, ea.nodes[key], eb.nodes[key]) for key in ea.nodes]  # block 5: steps 32+
+    same_partition = 0
+    for where, sa, sb in summaries:
+        same = (sa["depths"].shape == sb["depths"].shape and (sa["depths"] == sb["depths"]).all()
+                and (sa["prefixes"] == sb["prefixes"]).all())
+        same_partition += same
+        if same and where != 4:  # step 21 lies in block 4 (steps 16..31) only
+            assert (sa["counts"] == sb["counts"]).all(), where
+        if same and where == 4:
+            assert (sb["counts"] - sa["counts"]).tolist().count(1) == 1  # one leaf, +1
+            assert np.abs(sb["counts"] - sa["counts"]).sum() == 1
+    for i in range(4):  # blocks before step 21 cannot depend on it at all
+        assert ea.blocks[i]["counts"].tobytes() == eb.blocks[i]["counts"].tobytes()
+    assert same_partition >= 8  # the comparison is not vacuous
+
+
+def test_same_key_same_releases_and_snapshot_continues_identically() -> None:
+    x = _stream(3000)
+    for neighbours in ("replace", "add_remove"):
+        whole = _run(x, neighbours)
+        first = _run(x[:1700], neighbours)
+        restored = OnlineSynthesizer.restore(first.snapshot(), KEY)
+        if neighbours == "replace":
+            restored.extend(x[1700:])
+        else:
+            for start in range(1700, 3000, 100):
+                restored.add(x[start:start + 100])
+                restored.step()
+        assert (restored.release().leaf_counts == whole.release().leaf_counts).all()
+        assert restored.release().t == whole.release().t
+        other = _run(x, neighbours, key=bytes(32))
+        assert other.release().leaf_counts.tobytes() != whole.release().leaf_counts.tobytes()
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
+def test_release_is_consistent_and_names_the_mechanism(neighbours: str) -> None:
+    synth = _run(_stream(2000), neighbours)
+    release = synth.release()
+    assert int(release.leaf_counts.sum()) == release.t
+    assert release.metadata["schedule"] == "guided"
+    assert release.metadata["neighbours"] == neighbours
+    assert release.metadata["schedule_params"]["time_fanout"] == 8
+    if neighbours == "replace":
+        assert release.t == 2000
+    else:
+        assert release.metadata["release_every"] is None
+    assert KeyedNoise(KEY).fingerprint() == release.metadata["key_fingerprint"]
