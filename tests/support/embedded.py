@@ -33,12 +33,15 @@ def embedded_release_records(
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
     mechanism: str | None = None,
     neighbours: str = "replace",
+    users: list[Any] | None = None,
+    **options: Any,
 ) -> dict[int, list[bytes]]:
     """sequence → encoded records of every release the embedded engine makes on ``points``.
 
-    ``mechanism`` None: the synthesizer's default, as the worker without DPSYNTH_MECHANISM.
+    ``mechanism`` None: the synthesizer's default, as the worker without DPSYNTH_MECHANISM;
+    ``users`` and ``options`` (``privacy_unit``, ``max_contributions``…): the privacy unit.
     """
-    extra: dict[str, Any] = {"neighbours": neighbours}
+    extra: dict[str, Any] = {"neighbours": neighbours, **options}
     if mechanism is not None:
         extra["mechanism"] = mechanism
     synth = OnlineSynthesizer(
@@ -46,7 +49,7 @@ def embedded_release_records(
         max_depth=max_depth, partition=partition, **extra,
     )
     out = {}
-    for release in synth.extend(points):
+    for release in synth.extend(points, users=users):
         sequence = int(release.metadata["sequence"])
         out[sequence] = encode_release(
             release, run_id=run_id, partition=partition, sequence=sequence,

@@ -8,10 +8,10 @@ then replaced by two SipHash-2-4 values (Aumasson–Bernstein 2012, a pseudorand
 128-bit key) under two independent subkeys of the run's key: 128 bits per user, which is all the
 contribution bounds ever store, so the state does not reveal ids to anyone without the key.
 
-Collisions (privacy: P14): two users of one partition share a hash with probability at most
-N²·2^-129 for N users (a random function under the PRF assumption); only then could one user's
-records use another's quota. docs/privacy.md P14 turns that into the δ of the guarantee
-(below 2^-60 for 10^9 users).
+Collisions (privacy: P14): the low bit of the second word is set (0 marks an empty slot of the
+bounds' table), leaving 127 bits, so two users of one partition share a hash with probability
+at most N²·2^-128 for N users (a random function under the PRF assumption); only then could one
+user's records use another's quota. docs/privacy.md P14 turns that into the δ of the guarantee.
 
 >>> canonical_id("ab"), canonical_id(42), canonical_id(b"42"), canonical_id(1.5)
 (b'ab', b'42', b'42', None)
@@ -100,6 +100,7 @@ class UserHasher:
         buffer = np.frombuffer(b"".join(ids), np.uint8) if len(ids) else np.zeros(0, np.uint8)
         out = np.empty((len(ids), 2), np.uint64)
         _hash_many(buffer, offsets, self._keys, out)
+        out[:, 1] |= np.uint64(1)  # never 0: the bounds' table marks empty slots with 0
         return out
 
 

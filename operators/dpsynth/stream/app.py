@@ -192,6 +192,7 @@ def _input_message(event: EventT) -> InputMessage:
         value=message.value,
         timestamp_ms=int(ts * 1000) if ts else None,
         received=message.time_in or time.monotonic(),
+        key=message.key,
     )
 
 

@@ -28,6 +28,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "dead_lettered_messages": ("counter", "Messages sent to the dead-letter topic."),
     "dead_lettered_records": ("counter", "Records rejected (undecodable, missing field, NaN…)."),
     "clipped_values": ("counter", "Values outside the declared bounds, clipped (and counted)."),
+    "records_dropped": ("counter", "Valid records beyond their user's bound (privacy unit "
+                                   "'user', DPSYNTH_MAX_CONTRIBUTIONS): not counted."),
     "ticks": ("counter", "Ticks ended (each ends with a release)."),
     "tick_markers": ("counter", "Tick markers applied (each ends a step; DPSYNTH_TICK_SECONDS)."),
     "tick_markers_skipped": ("counter", "Tick markers skipped: a period already applied, or "

@@ -57,6 +57,7 @@ class InputMessage:
     value: bytes | None
     timestamp_ms: int | None = None
     received: float = 0.0  # time.monotonic() when the worker got it (release latency)
+    key: bytes | None = None  # the Kafka key: the user id under the privacy unit "user"
 
 
 class Sink(Protocol):
@@ -89,6 +90,10 @@ def synthesizer_config(config: WorkerConfig) -> dict[str, Any]:
     }
     if config.neighbours != "replace":  # absent for replace: older states still load
         bound["neighbours"] = config.neighbours
+    if config.privacy_unit == "user":  # privacy: P14 (a user's partition must never change)
+        bound.update(privacy_unit="user", max_contributions=config.max_contributions,
+                     max_contributions_per_step=config.max_contributions_per_step,
+                     input_partitions=config.input_partitions)
     return bound
 
 
@@ -101,6 +106,10 @@ _CONFIG_VARIABLES = {
     "schedule": "DPSYNTH_MECHANISM",
     "neighbours": "DPSYNTH_NEIGHBOURS",
     "key_fingerprint": "DPSYNTH_NOISE_KEY (fingerprint)",
+    "privacy_unit": "DPSYNTH_PRIVACY_UNIT",
+    "max_contributions": "DPSYNTH_MAX_CONTRIBUTIONS",
+    "max_contributions_per_step": "DPSYNTH_MAX_CONTRIBUTIONS_PER_STEP",
+    "input_partitions": "the input topic's partition count",
 }
 
 
@@ -153,7 +162,7 @@ class PartitionProcessor:
         stored = self.store.load()
         if stored is None:
             log.info("partition %d: no local state; starting at t=0", self.partition)
-            return open_engine(self.config, self.partition, None), -1
+            return open_engine(self.config, self.partition, None, self.store.read_users), -1
         stored_engine = stored.config.get("engine", "points")
         if stored_engine != self.config.engine:
             raise ConfigError(
@@ -171,7 +180,7 @@ class PartitionProcessor:
                     "run cannot change. Restore the previous setting, or start a new run (new "
                     "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
                 )
-        synth = open_engine(self.config, self.partition, stored.snapshot)
+        synth = open_engine(self.config, self.partition, stored.snapshot, self.store.read_users)
         self.last_tick_ms = stored.last_tick_ms
         log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
                  self.partition, synth.t, synth.sequence, stored.watermark)
@@ -262,7 +271,8 @@ class PartitionProcessor:
 
     def _feed_records(self, new: list[InputMessage]) -> None:
         config, p = self.config, self.partition
-        batch = self.synth.split([m.value for m in new])
+        batch = self.synth.split([m.value for m in new], [m.key for m in new])
+        dropped = self.synth.dropped
         for index, rejects in sorted(batch.rejects.items()):  # in offset order
             m = new[index]
             self.sink.send(
@@ -288,7 +298,8 @@ class PartitionProcessor:
             last = (len(new) - 1 if need is None else
                     min(int(np.searchsorted(valid_end, start + need)), len(new) - 1))
             end = int(valid_end[last])
-            releases = self.synth.extend(batch.points[start:end])
+            releases = self.synth.extend(
+                batch.points[start:end], None if batch.users is None else batch.users[start:end])
             done = time.monotonic()
             # at most one tick completes per cut, with message ``last`` (its last record): the
             # release latency starts when that message arrived
@@ -303,6 +314,7 @@ class PartitionProcessor:
             if (first < len(new) and self._releases
                     and done - self._releases[0][2] >= config.release_linger_s):
                 self.commit()
+        self.metrics.inc("records_dropped", p, self.synth.dropped - dropped)
 
     def checkpoint_due(self, now: float | None = None) -> bool:
         """True when processed messages wait too long (or are too many) for a commit."""
@@ -347,8 +359,9 @@ class PartitionProcessor:
             stats = self.store.commit(
                 self.synth.snapshot(), watermark=self.watermark, t=self.synth.t,
                 sequence=self.synth.sequence, config=self._public_config,
-                last_tick_ms=self.last_tick_ms,
+                last_tick_ms=self.last_tick_ms, users=self.synth.take_user_changes(),
             )
+            self.synth.committed()
             self.metrics.observe("state_commit_seconds", p, time.perf_counter() - start)
             self.metrics.inc("state_commits", p)
             self.metrics.inc("state_chunks_written", p, stats.chunks_written)
