@@ -182,14 +182,14 @@ class SynthesisSettings(BaseModel):
         """``schema`` with the user id column of these settings (privacy unit "user").
 
         The column comes from ``user_column`` or the schema's own ``user_column``; two
-        different names are refused. Under the unit "record" the schema is returned as is.
+        different names are refused. Under the unit "record" a declared column is ignored.
         """
         if self.privacy_unit == "record":
             if self.user_column:
                 raise ConfigError(f"{label('user_column')} ({self.user_column!r}) names the "
                                   f"user id for {label('privacy_unit')}=user; set that too, or "
                                   "drop it")
-            return schema
+            return dataclasses.replace(schema, user_column=None)  # ignored per record
         declared = schema.user_column
         if self.user_column and declared and self.user_column != declared:
             raise ConfigError(f"{label('user_column')} ({self.user_column!r}) differs from the "

@@ -65,6 +65,13 @@ def id_reason(field: str) -> str:
 
 def canonical_ids(values: Sequence[Any]) -> list[bytes]:
     """Canonical bytes of every id; ValueError naming the first invalid position."""
+    if all(type(v) is str for v in values):  # the common case, at C speed
+        try:
+            out = [v.encode() for v in values]
+        except UnicodeEncodeError:
+            out = []
+        if out and max(map(len, out)) <= MAX_ID_BYTES or not values:
+            return out
     out = []
     for i, value in enumerate(values):
         raw = canonical_id(value)
@@ -91,6 +98,17 @@ class UserHasher:
 
     def __repr__(self) -> str:
         return "UserHasher(key=<redacted>)"
+
+    def hash_ids(self, values: Sequence[Any] | np.ndarray) -> UserKeys:
+        """Keyed hashes of user ids of any accepted type (:func:`canonical_id`); an integer
+        array is hashed in one compiled pass over its decimal digits (the same bytes)."""
+        if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+            out = np.empty((len(values), 2), np.uint64)
+            ints = values.astype(np.int64) if values.dtype.kind == "i" else values
+            _hash_ints(ints, values.dtype.kind == "i", self._keys, out)
+            out[:, 1] |= np.uint64(1)
+            return out
+        return self.hash(canonical_ids(list(values)))
 
     def hash(self, ids: Sequence[bytes]) -> UserKeys:
         """(n, 2) uint64 keyed hashes of canonical ids (:func:`canonical_id`)."""
@@ -165,3 +183,25 @@ def _hash_many(buf, offsets, keys, out):  # type: ignore[no-untyped-def]
     for i in range(out.shape[0]):
         out[i, 0] = _siphash(buf, offsets[i], offsets[i + 1], keys[0], keys[1])
         out[i, 1] = _siphash(buf, offsets[i], offsets[i + 1], keys[2], keys[3])
+
+
+@njit(cache=True)
+def _hash_ints(values, signed, keys, out):  # type: ignore[no-untyped-def]
+    """:func:`_hash_many` of the decimal text of each integer (``str(int(v)).encode()``)."""
+    digits = np.empty(21, np.uint8)
+    for i in range(values.shape[0]):
+        v = values[i]
+        negative = signed and v < 0
+        u = np.uint64(-(v + 1)) + np.uint64(1) if negative else np.uint64(v)
+        end = 21
+        while True:
+            end -= 1
+            digits[end] = np.uint8(48 + u % np.uint64(10))
+            u //= np.uint64(10)
+            if u == 0:
+                break
+        if negative:
+            end -= 1
+            digits[end] = np.uint8(45)  # "-"
+        out[i, 0] = _siphash(digits, end, 21, keys[0], keys[1])
+        out[i, 1] = _siphash(digits, end, 21, keys[2], keys[3])

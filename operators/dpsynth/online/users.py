@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from dpsynth.accounting import PRIVACY_UNITS, record_epsilon, user_level_loss
-from dpsynth.bounding import ContributionBounds, UserHasher, UserKeys, canonical_ids
+from dpsynth.bounding import ContributionBounds, UserHasher, UserKeys
 from dpsynth.errors import ConfigError, SchemaError
 from dpsynth.noise import KeyedNoise
 
@@ -93,6 +93,8 @@ class UserLevel:
         self.epsilon = float(epsilon)
         self.record_epsilon = record_epsilon(epsilon, max_contributions)
         self._hasher = UserHasher(noise)
+        #: Which records of the latest ``extend``/``add`` call counted (for evaluation tools).
+        self.last_admitted = np.zeros(0, bool)
 
     def loss(self, record_loss: float) -> float:
         """The checked user-level loss k · ``record_loss`` (BudgetExceededError above ε)."""
@@ -114,7 +116,7 @@ class UserLevel:
     def hash(self, users: Sequence[Any]) -> UserKeys:
         """Keyed hashes of user ids (str, int or bytes; SchemaError naming a bad position)."""
         try:
-            return self._hasher.hash(canonical_ids(list(users)))
+            return self._hasher.hash_ids(users)
         except ValueError as e:
             raise SchemaError(f"{e}; fix the user id column") from None
 
@@ -132,11 +134,14 @@ class UserLevel:
         after each release.
         """
         keys = self.keys(users, len(points))
+        self.last_admitted = np.zeros(len(points), bool)
         start = 0
         while start < len(points):
             take = (feed.release_every - feed.open_records if self.per_step and by_count
                     else len(points) - start)
-            yield points[start:start + take][self.admit(keys[start:start + take], feed.sequence)]
+            admitted = self.admit(keys[start:start + take], feed.sequence)
+            self.last_admitted[start:start + take] = admitted
+            yield points[start:start + take][admitted]
             start += take
 
     def metadata(self) -> dict[str, Any]:
