@@ -220,3 +220,15 @@ def test_a_tabular_worker_refuses_the_user_unit(tmp_path):
                      "DPSYNTH_DOMAIN_FILE": str(domain), "DPSYNTH_EPSILON": "1",
                      "DPSYNTH_NOISE_KEY": TEST_KEY_HEX, "DPSYNTH_PRIVACY_UNIT": "user",
                      "DPSYNTH_MAX_CONTRIBUTIONS": "4"})
+
+
+def test_the_partition_count_comes_from_the_topic_and_must_match_a_declared_one(config):
+    from dpsynth.cli.worker import with_input_partitions
+
+    undeclared = config.model_copy(update={"input_partitions": 0})
+    assert with_input_partitions(undeclared, 6).input_partitions == 6
+    assert with_input_partitions(config, PARTITIONS) is not None
+    with pytest.raises(ConfigError, match="DPSYNTH_INPUT_PARTITIONS \\(4\\) differs"):
+        with_input_partitions(config, 8)
+    record = config.model_copy(update={"privacy_unit": "record"})
+    assert with_input_partitions(record, 8).input_partitions == PARTITIONS  # not read
