@@ -13,7 +13,10 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
     accuracy under drift: every mechanism against offline PMM on stationary and drifting
     streams (§13);
 ``tabular`` and ``tabular-report``
-    paper 003's Adult tables (§11).
+    paper 003's Adult tables (§11);
+``user``
+    the privacy unit "user": accuracy on Gowalla against PMM, cost of bounding, state size,
+    10^7 distinct users (§14).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from benchmarks import accuracy as bench_accuracy
 from benchmarks import modes as bench_modes
 from benchmarks import noise as benchmarks
 from benchmarks.kafka import bench_kafka
+from benchmarks.users import bench_users
 from dpsynth.tabular.metrics import METRICS
 from dpsynth.tabular.synthesizer import FITS
 
@@ -40,6 +44,7 @@ def main() -> None:
 
 
 main.add_command(bench_kafka, name="kafka")
+main.add_command(bench_users, name="user")
 
 
 @main.command(name="core")

@@ -134,12 +134,12 @@ class ContributionBounds:
             self._rehash(capacity)
 
     def _rehash(self, capacity: int) -> None:
-        used = np.flatnonzero(self._keys[:, 1])
-        old = (self._keys[used], self._counts[used], self._dirty[used],
-               self._steps[used] if self.per_step else self._steps,
-               self._step_counts[used] if self.per_step else self._step_counts)
+        old = (self._keys, self._counts, self._dirty, self._steps, self._step_counts)
+        size = self._size
         self._allocate(capacity)
-        self._insert(*old)
+        _insert(self._keys, self._counts, self._steps, self._step_counts, self._dirty, *old,
+                self.per_step is not None)  # one sequential pass over the old table
+        self._size = size
 
     def _insert(self, keys: UserKeys, counts: np.ndarray, dirty: np.ndarray,
                 steps: np.ndarray, step_counts: np.ndarray) -> None:
@@ -266,7 +266,7 @@ def _insert(table, counts, steps, step_counts, dirty, keys, src_counts, src_dirt
     """Insert entries with a count (distinct keys); returns how many were new."""
     added = 0
     for j in range(keys.shape[0]):
-        if src_counts[j] == 0:
+        if src_counts[j] == 0 or keys[j, 1] == 0:  # nothing counted, or an empty slot
             continue
         s = _slot(table, keys[j, 0], keys[j, 1])
         if table[s, 1] == 0:
