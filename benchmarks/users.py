@@ -30,6 +30,7 @@ and returned for ``--json``:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
@@ -280,6 +281,76 @@ def worker_speed(n: int, batch: int, repeats: int) -> dict[str, Any]:
             "ratio": seconds["record"] / seconds["user"], "repeats": repeats}
 
 
+def worker_kafka(n: int, bootstrap: str | None, kafka_dir: str, timeout_s: float = 1800.0
+                 ) -> dict[str, Any]:
+    """The worker on a real broker: ``n`` one-record messages, each keyed by its own user
+    (Kafka's default partitioner), record unit then user unit (k = 1) on the same topic;
+    records/s from the partition's assignment (it shows in /metrics) to t = n with the input's
+    last offset committed (§8's method)."""
+    import os
+
+    from dpsynth.testing import broker
+    from dpsynth.testing.kafka import Topics, create_topics
+
+    with contextlib.ExitStack() as stack:
+        if bootstrap is None:
+            os.environ["DPSYNTH_KAFKA_DIR"] = kafka_dir
+            bootstrap = stack.enter_context(broker.local_broker())
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        tag = time.time_ns()
+        topic = f"bench-users-{tag}"
+        create_topics(bootstrap, {topic: 1})
+        _produce_keyed(bootstrap, topic, n)
+        out = {}
+        for unit in ("record", "user"):
+            topics = Topics(topic, f"{topic}-{unit}-out", f"{topic}-{unit}-dead")
+            create_topics(bootstrap, {topics.output: 1, topics.dead_letter: 1})
+            settings = {} if unit == "record" else {"privacy_unit": "user",
+                                                     "max_contributions": 1}
+            out[unit] = _timed_worker(bootstrap, topics, work / unit, n, timeout_s, settings)
+    return {"messages": n, **{f"{u}_per_s": r for u, r in out.items()},
+            "ratio": out["user"] / out["record"]}
+
+
+def _timed_worker(bootstrap: str, topics: Any, work: Path, n: int, timeout_s: float,
+                  settings: dict[str, Any]) -> float:
+    from dpsynth.testing.kafka import WorkerProcess, worker_env, write_schema
+
+    work.mkdir(parents=True)
+    env = worker_env(bootstrap, topics, write_schema(work / "schema.json"), work / "data",
+                     release_every=10_000, max_depth=20, state_sync="true", log_level="warn",
+                     group_id=f"{topics.output}-group", run_id="bench", **settings)
+    with WorkerProcess(env, work / "worker.log") as worker:
+        worker.wait_ready(timeout_s=120)
+        deadline, assigned = time.monotonic() + timeout_s, None
+        while time.monotonic() < deadline:
+            m = worker.metrics()
+            if "0" in m.get("dpsynth_t", {}):
+                assigned = assigned or time.monotonic()
+                if m["dpsynth_t"]["0"] >= n and m["dpsynth_watermark"]["0"] >= n - 1:
+                    return n / (time.monotonic() - assigned)
+            time.sleep(0.02)
+        raise TimeoutError(f"worker not done in {timeout_s} s:\n{worker.log_tail()}")
+
+
+def _produce_keyed(bootstrap: str, topic: str, n: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "partitioner": "murmur2_random", "enable.idempotence": True})
+    xy = np.random.default_rng(9).random((n, 2))
+    for i in range(n):
+        value = msgpack.packb({"x": float(xy[i, 0]), "y": float(xy[i, 1])})
+        while True:
+            try:
+                producer.produce(topic, key=str(i).encode(), value=value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(120):
+        raise RuntimeError(f"producing to {topic} did not finish")
+
+
 # -- the command ---------------------------------------------------------------------------------
 
 
@@ -294,7 +365,13 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
 
 @click.command(name="user")
 @click.option("--part", type=click.Choice(["accuracy", "cost", "state", "scale", "worker",
-                                           "all"]), default="all", show_default=True)
+                                           "worker-kafka", "all"]), default="all",
+              show_default=True, help="all: every part but worker-kafka (a broker, minutes).")
+@click.option("--worker-kafka-messages", type=click.IntRange(min=10_000), default=200_000,
+              show_default=True, help="worker-kafka: one-record messages of distinct users.")
+@click.option("--bootstrap", help="worker-kafka: a running broker (default: start one).")
+@click.option("--kafka-dir", default="/tmp/bk-kafka", show_default=True,  # noqa: S108
+              help="worker-kafka: run directory of the broker started here.")
 @click.option("--epsilon", type=float, default=1.0, show_default=True,
               help="User-level ε (accuracy, cost, scale).")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True,
@@ -311,9 +388,9 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
               show_default=True, help="worker: one-record messages (each of its own user).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the results to this JSON file.")
-def bench_users(part: str, epsilon: float, seeds: int, neighbours: str, repeats: int,
-                n_users: int, scale_records: int, worker_messages: int,
-                json_path: Path | None) -> None:
+def bench_users(part: str, worker_kafka_messages: int, bootstrap: str | None, kafka_dir: str,
+                epsilon: float, seeds: int, neighbours: str, repeats: int, n_users: int,
+                scale_records: int, worker_messages: int, json_path: Path | None) -> None:
     """The privacy unit "user": accuracy on Gowalla vs PMM, bounding's cost, state, scale."""
     console = Console(width=150)
     out: dict[str, Any] = {"machine": machine_info()}
@@ -344,6 +421,11 @@ def bench_users(part: str, epsilon: float, seeds: int, neighbours: str, repeats:
             out["worker"] = worker_speed(worker_messages, 2000, repeats)
         speeds.append((f"{worker_messages:,} distinct users, worker protocol (no broker)",
                        out["worker"]))
+    if part == "worker-kafka":
+        with console.status(f"{worker_kafka_messages:,} distinct users through Kafka…"):
+            out["worker_kafka"] = worker_kafka(worker_kafka_messages, bootstrap, kafka_dir)
+        speeds.append((f"{worker_kafka_messages:,} distinct users, worker on a real broker",
+                       out["worker_kafka"]))
     if speeds:
         console.print(_table(
             "records/s (median of alternated repeats): record unit vs user unit, same mechanism",

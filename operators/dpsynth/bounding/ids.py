@@ -65,12 +65,15 @@ def id_reason(field: str) -> str:
 
 def canonical_ids(values: Sequence[Any]) -> list[bytes]:
     """Canonical bytes of every id; ValueError naming the first invalid position."""
-    if all(type(v) is str for v in values):  # the common case, at C speed
+    if all(type(v) is bytes for v in values):  # message keys
+        if not values or max(map(len, values)) <= MAX_ID_BYTES:
+            return list(values)
+    elif all(type(v) is str for v in values):  # the common case, at C speed
         try:
             out = [v.encode() for v in values]
         except UnicodeEncodeError:
             out = []
-        if out and max(map(len, out)) <= MAX_ID_BYTES or not values:
+        if out and max(map(len, out)) <= MAX_ID_BYTES:
             return out
     out = []
     for i, value in enumerate(values):

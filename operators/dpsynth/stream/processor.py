@@ -41,6 +41,7 @@ from dpsynth.stream.codecs import dead_letter_key, encode_dead_letter, release_r
 from dpsynth.stream.crash import CrashPoints
 from dpsynth.stream.engines import Engine, open_engine
 from dpsynth.stream.metrics import Metrics
+from dpsynth.stream.routing import USER_CONFIG_VARIABLES, user_bound_config
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.store import PartitionStore
 from dpsynth.stream.tabular_engine import TABULAR_VARIABLES, tabular_public_config
@@ -90,10 +91,7 @@ def synthesizer_config(config: WorkerConfig) -> dict[str, Any]:
     }
     if config.neighbours != "replace":  # absent for replace: older states still load
         bound["neighbours"] = config.neighbours
-    if config.privacy_unit == "user":  # privacy: P14 (a user's partition must never change)
-        bound.update(privacy_unit="user", max_contributions=config.max_contributions,
-                     max_contributions_per_step=config.max_contributions_per_step,
-                     input_partitions=config.input_partitions)
+    bound.update(user_bound_config(config))  # privacy: P14 (the unit; users' partitions)
     return bound
 
 
@@ -106,10 +104,7 @@ _CONFIG_VARIABLES = {
     "schedule": "DPSYNTH_MECHANISM",
     "neighbours": "DPSYNTH_NEIGHBOURS",
     "key_fingerprint": "DPSYNTH_NOISE_KEY (fingerprint)",
-    "privacy_unit": "DPSYNTH_PRIVACY_UNIT",
-    "max_contributions": "DPSYNTH_MAX_CONTRIBUTIONS",
-    "max_contributions_per_step": "DPSYNTH_MAX_CONTRIBUTIONS_PER_STEP",
-    "input_partitions": "the input topic's partition count",
+    **USER_CONFIG_VARIABLES,
 }
 
 
