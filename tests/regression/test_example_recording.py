@@ -1,6 +1,6 @@
 """The bundled example recording is what the demo run makes today (issue 18).
 
-The recording (``dpsynth/testing/recordings/demo-synthetic.ndjson.gz``, shipped with
+The recording (``dpsynth/testing/data/demo-synthetic.ndjson.gz``, shipped with
 ``dpsynth[testing]``) is what downstream teams replay in their CI. It must follow the release
 format and the demo run of this version: when either changes, this test fails until the file is
 regenerated (``make example-recording``) and committed — so a stale example cannot ship.

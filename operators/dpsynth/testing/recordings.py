@@ -31,7 +31,7 @@ from dpsynth.client.recording import RecordingHeader, RecordingReader
 from dpsynth.client.transfer import import_recording
 from dpsynth.schema import Schema
 
-#: File name of the bundled example recording (package data beside this module).
+#: File name of the bundled example recording (package data: data/ beside this module).
 EXAMPLE_RECORDING = "demo-synthetic.ndjson.gz"
 #: Topic settings of the topics filled here: recorded timestamps may be older than any
 #: retention, and a test topic must not lose records while the session runs.
@@ -40,7 +40,7 @@ TEST_TOPIC_CONFIG = {"retention.ms": "-1"}
 
 def example_recording() -> Path:
     """The bundled recording of a synthetic topic (see the module docstring)."""
-    return Path(__file__).with_name("recordings") / EXAMPLE_RECORDING
+    return Path(__file__).with_name("data") / EXAMPLE_RECORDING
 
 
 @dataclass(frozen=True)
