@@ -184,3 +184,19 @@ def test_content_roles_run_ids_and_release_parameters() -> None:
 
 def test_marker_key_is_the_workers() -> None:
     assert MARKER_KEY == WORKER_MARKER_KEY
+
+
+def test_lines_of_another_writer_read_the_same_as_ours() -> None:
+    """Any JSON layout of the schema reads alike: other key orders, spaces, escapes (the
+    reader's fast path covers only its own writer's layout; the rest goes through JSON)."""
+    ours = _write(RECORDS, compress=False).splitlines(keepends=True)
+    theirs = [ours[0]]
+    for line in ours[1:-1]:
+        body = json.loads(line)
+        reordered = dict(reversed(list(body.items())))
+        theirs.append(json.dumps(reordered, indent=None, separators=(", ", ": "))
+                      .replace("/", "\\/").encode() + b"\n")
+    theirs.append(ours[-1])
+    assert list(RecordingReader(io.BytesIO(b"".join(theirs)))) == RECORDS
+    fast = _write([r._replace(headers=()) for r in RECORDS], compress=False)
+    assert list(RecordingReader(io.BytesIO(fast))) == [r._replace(headers=()) for r in RECORDS]

@@ -15,6 +15,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
+from collections import Counter
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from dpsynth.errors import DpsynthError
@@ -24,6 +27,16 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime", "NoTimestampType")
 _KINDS = frozenset(TIMESTAMP_TYPES)
 _b64encode, _a2b = base64.b64encode, binascii.a2b_base64
 _new_record = tuple.__new__  # a NamedTuple without its Python-level __new__
+#: A whole record line exactly as :func:`record_line` writes it, without headers: such lines
+#: (nearly all) are parsed by one regular expression per batch instead of the JSON parser.
+_CANONICAL = re.compile(
+    rb'^\{"partition":(\d+),"offset":(-?\d+),"timestamp":(-?\d+),'
+    rb'"timestamp_type":"(CreateTime|LogAppendTime|NoTimestampType)",'
+    rb'"key":(?:(null)|"([A-Za-z0-9+/]*={0,2})"),'
+    rb'"value":(?:(null)|"([A-Za-z0-9+/]*={0,2})"),'
+    rb'"headers":\[\]\}$', re.MULTILINE)
+_KIND_NAMES = {kind.encode(): kind for kind in TIMESTAMP_TYPES}
+_first = itemgetter(0)
 
 
 class RecordingError(DpsynthError, ValueError):
@@ -118,3 +131,22 @@ def decode_records(bodies: list[Any], first: int) -> list[TopicRecord]:
         except (KeyError, TypeError, ValueError):  # binascii.Error is a ValueError
             append(_record(body, first + i))
     return out
+
+
+def canonical_records(chunk: bytes) -> tuple[list[TopicRecord], Counter[int]] | None:
+    """The records of ``chunk`` (whole lines) and their count per partition, when every line
+    is in the writer's own layout without headers — the import's fast path, a few times faster
+    than JSON; None otherwise (the caller then parses the lines as JSON, naming a bad line)."""
+    found = _CANONICAL.findall(chunk)
+    if len(found) != chunk.count(b"\n") + (not chunk.endswith(b"\n")):
+        return None
+    a2b, make, kinds = _a2b, _new_record, _KIND_NAMES
+    try:
+        records = [make(TopicRecord, (
+            int(p), int(o), None if key_null else a2b(key, strict_mode=True),
+            None if value_null else a2b(value, strict_mode=True), int(t), kinds[kind], ()))
+            for p, o, t, kind, key_null, key, value_null, value in found]
+    except ValueError:  # bad base64 padding: let the JSON path name the line
+        return None
+    counts = Counter(map(_first, found))
+    return records, Counter({int(p): n for p, n in counts.items()})
