@@ -10,11 +10,15 @@ DOWNSTREAM_VENV ?= .venv-downstream
 
 .PHONY: install run demo test bench lint clean-venv downstream example-recording
 
-# A venv even where the interpreter lacks ensurepip (Debian/Ubuntu without python3-venv):
-# create it without pip, then let the system's pip install pip into it.
+# $(call make-venv,DIR): a venv even where the interpreter lacks ensurepip (Debian/Ubuntu without
+# python3-venv): create it without pip, then let the system's pip install pip into it.
+define make-venv
+$(PYTHON) -m venv $(1) 2>/dev/null || { rm -rf $(1) && $(PYTHON) -m venv --without-pip $(1); }
+$(1)/bin/python -m pip --version >/dev/null 2>&1 || $(PYTHON) -m pip --python $(1)/bin/python install --quiet pip
+endef
+
 $(PY):
-	$(PYTHON) -m venv $(VENV) 2>/dev/null || { rm -rf $(VENV) && $(PYTHON) -m venv --without-pip $(VENV); }
-	$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m pip --python $(PY) install --quiet pip
+	$(call make-venv,$(VENV))
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -40,8 +44,7 @@ test: install lint
 # recording, with a broker the plugin starts (a missing broker fails, it is not skipped).
 downstream:
 	rm -rf $(DOWNSTREAM_VENV) build  # build/: setuptools would reuse stale copies of modules
-	$(PYTHON) -m venv $(DOWNSTREAM_VENV) 2>/dev/null || { rm -rf $(DOWNSTREAM_VENV) && $(PYTHON) -m venv --without-pip $(DOWNSTREAM_VENV); }
-	$(DOWNSTREAM_VENV)/bin/python -m pip --version >/dev/null 2>&1 || $(PYTHON) -m pip --python $(DOWNSTREAM_VENV)/bin/python install --quiet pip
+	$(call make-venv,$(DOWNSTREAM_VENV))
 	$(DOWNSTREAM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "$(CURDIR)[testing]"
 	cd examples/downstream && DPSYNTH_KAFKA_REQUIRED=1 $(CURDIR)/$(DOWNSTREAM_VENV)/bin/python -m pytest -q
 
