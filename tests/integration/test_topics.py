@@ -6,7 +6,8 @@
   partition count;
 - a topic with too few partitions is refused, naming the fix;
 - ``--timestamps now|shift`` re-stamps, ``--pace`` takes the recorded time;
-- a LogAppendTime topic is recorded as such and imported as CreateTime with the same times.
+- a LogAppendTime topic is recorded as such and imported as CreateTime with the same times;
+- ``export --out -`` piped into ``import -`` (a recording streams).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from click.testing import CliRunner
 
 from dpsynth.cli.topics import topics
 from dpsynth.client.recording import RecordingReader, TopicRecord
-from dpsynth.testing.kafka import create_topics
+from dpsynth.testing.kafka import create_topics, read_topic
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -161,3 +162,22 @@ def test_log_append_time_is_recorded_and_imported_as_create_time(kafka_bootstrap
     assert {r.timestamp_type for r in recorded} == {"LogAppendTime"}
     assert all(r.timestamp > 5 for r in recorded)  # the broker's time, not the producer's
     assert [r._replace(timestamp_type="CreateTime") for r in recorded] == again
+
+
+def test_a_recording_streams_through_a_pipe(kafka_bootstrap: str) -> None:
+    """``export --out -`` | ``import -``: the recording never touches the disk."""
+    source, copy = _name("piped"), _name("copy")
+    create_topics(kafka_bootstrap, {source: 2})
+    produced = _produced(int(time.time() * 1000))[:100]
+    _produce(kafka_bootstrap, source, [r._replace(partition=r.partition % 2) for r in produced])
+    exported = CliRunner().invoke(topics, ["export", "--bootstrap", kafka_bootstrap, "--topic",
+                                           source, "--out", "-"], catch_exceptions=False)
+    assert exported.exit_code == 0 and exported.stdout_bytes[:2] == b"\x1f\x8b"  # gzip
+    assert b"exported 100 records" in exported.stderr_bytes
+    imported = CliRunner().invoke(topics, ["import", "-", "--bootstrap", kafka_bootstrap,
+                                           "--topic", copy], input=exported.stdout_bytes,
+                                  catch_exceptions=False)
+    assert imported.exit_code == 0, imported.output
+    assert "imported 100 records" in imported.stderr
+    assert [r._replace(offset=-1) for r in read_topic(kafka_bootstrap, copy)] == [
+        r._replace(offset=-1) for r in read_topic(kafka_bootstrap, source)]
