@@ -21,7 +21,12 @@ import pytest
 from click.testing import CliRunner
 
 from dpsynth.cli.topics import topics
-from dpsynth.client.recording import RecordingReader, TopicRecord
+from dpsynth.client.recording import (
+    RecordingHeader,
+    RecordingReader,
+    RecordingWriter,
+    TopicRecord,
+)
 from dpsynth.testing.kafka import create_topics, read_topic
 
 ck = pytest.importorskip("confluent_kafka")
@@ -181,3 +186,16 @@ def test_a_recording_streams_through_a_pipe(kafka_bootstrap: str) -> None:
     assert "imported 100 records" in imported.stderr
     assert [r._replace(offset=-1) for r in read_topic(kafka_bootstrap, copy)] == [
         r._replace(offset=-1) for r in read_topic(kafka_bootstrap, source)]
+
+
+def test_a_record_above_the_clients_limit_fails_naming_it(kafka_bootstrap: str,
+                                                         tmp_path: Path) -> None:
+    path = tmp_path / "big.ndjson.gz"
+    header = RecordingHeader(topic=_name("big"), partitions=1)
+    with RecordingWriter(path, header) as writer:
+        writer.write(TopicRecord(0, 0, None, b"small", 1, "CreateTime"))
+        writer.write(TopicRecord(0, 1, None, bytes(1_500_000), 2, "CreateTime"))
+    result = _cli("import", str(path), "--bootstrap", kafka_bootstrap, ok=False)
+    assert result.exit_code == 1
+    assert "the record recorded at 0/1 cannot be written" in result.output
+    assert "max.message.bytes" in result.output

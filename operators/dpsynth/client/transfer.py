@@ -320,9 +320,11 @@ def import_recording(
         failures: list[str] = []
         producer = kafka.Producer({**settings, "delivery.report.only.error": True,
                                    "on_delivery": lambda err, _msg: failures.append(str(err))})
-        oldest = _produce_all(producer, reader, target, n_partitions, timestamps, speed,
-                              failures, progress)
-        remaining = producer.flush(120)
+        try:
+            oldest = _produce_all(producer, reader, target, n_partitions, timestamps, speed,
+                                  failures, progress)
+        finally:  # what was sent before an error is delivered, not dropped half-way
+            remaining = producer.flush(120)
     if remaining or failures:
         raise TopicError(f"{remaining} records undelivered after 120 s and {len(failures)} "
                          f"delivery failures (first: {failures[:3]}) writing {target!r}")
@@ -339,7 +341,7 @@ def _produce_all(producer: Any, reader: RecordingReader, topic: str, n_partition
     The producer reports failed deliveries only (``delivery.report.only.error``), so the loop
     costs one ``produce`` per record and nothing per acknowledgement.
     """
-    produce, poll = producer.produce, producer.poll
+    produce, poll, kafka_error = producer.produce, producer.poll, _kafka().KafkaException
     clock: tuple[float, int] | None = None  # (monotonic start, first recorded timestamp)
     shift, stamp_now, n = 0, timestamps == "now", 0
     oldest: int | None = None
@@ -357,7 +359,7 @@ def _produce_all(producer: Any, reader: RecordingReader, topic: str, n_partition
             low = min((r.timestamp for r in batch if r.timestamp >= 0), default=None)
             if low is not None:
                 oldest = low + shift if oldest is None else min(oldest, low + shift)
-        for partition, _, key, value, stamp, _, headers in batch:
+        for partition, offset, key, value, stamp, _, headers in batch:
             if speed is not None:
                 _wait_until(poll, clock[0] + (stamp - clock[1]) / 1000 / speed)  # type: ignore[index]
             at = 0 if stamp_now or stamp < 0 else stamp + shift
@@ -369,6 +371,13 @@ def _produce_all(producer: Any, reader: RecordingReader, topic: str, n_partition
                     poll(0.05)
                 produce(topic, value, key, partition, timestamp=at,
                         headers=list(headers) if headers else None)
+            except kafka_error as e:  # refused by the client, e.g. a record above its limit
+                raise TopicError(
+                    f"the record recorded at {partition}/{offset} cannot be written to "
+                    f"{topic!r} ({e.args[0].str() if e.args else e}); a record larger than "
+                    "1 MB needs a topic created with a larger max.message.bytes and the "
+                    "client setting message.max.bytes (import_recording(config=...))"
+                ) from None
         poll(0)
         n += len(batch)
         if failures:
