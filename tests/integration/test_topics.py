@@ -124,9 +124,9 @@ def test_timestamps_are_restamped_on_request_and_pace_takes_the_recorded_time(
 ) -> None:
     source = _name("source")
     create_topics(kafka_bootstrap, {source: 1})
-    base = int(time.time() * 1000) - 3_600_000  # an hour ago, 1.5 s of records
+    base = int(time.time() * 1000) - 3_600_000  # an hour ago, 3 s of records
     records = [TopicRecord(0, -1, None, f"{i}".encode(), base + 100 * i, "CreateTime")
-               for i in range(16)]
+               for i in range(31)]
     _produce(kafka_bootstrap, source, records)
     path = tmp_path / "r.ndjson.gz"
     _cli("export", "--bootstrap", kafka_bootstrap, "--topic", source, "--out", str(path))
@@ -140,14 +140,14 @@ def test_timestamps_are_restamped_on_request_and_pace_takes_the_recorded_time(
         return start, took, [r.timestamp for r in _lines(out)[1]]
 
     start, paced, stamps = imported("--pace")
-    assert paced >= 1.5  # 1.5 s recorded, the first record sent at once
+    assert paced >= 3.0  # 3 s recorded, the first record sent at once
     assert stamps == [r.timestamp for r in records]
     start, took, stamps = imported("--timestamps", "now")
     assert all(s >= int(start * 1000) - 1000 for s in stamps)  # stamped at import
     start, took, stamps = imported("--timestamps", "shift", "--pace", "--speed", "3")
-    assert 0.5 <= took < paced - 0.5  # 1.5 s at 3 times the recorded rate
+    assert 1.0 <= took < paced - 1.0  # 3 s at 3 times the recorded rate
     assert abs(stamps[0] - start * 1000) < 5_000
-    assert [s - stamps[0] for s in stamps] == [100 * i for i in range(16)]
+    assert [s - stamps[0] for s in stamps] == [100 * i for i in range(31)]
 
 
 def test_log_append_time_is_recorded_and_imported_as_create_time(kafka_bootstrap: str,
