@@ -9,6 +9,8 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
     §1–§12);
 ``kafka``
     the Kafka operator from produce to release (§8);
+``topics``
+    ``dpsynth topics import`` / ``export`` of a recording of 10^6 records (§14);
 ``drift``
     accuracy under drift: every mechanism against offline PMM on stationary and drifting
     streams (§13);
@@ -30,6 +32,7 @@ from benchmarks import accuracy as bench_accuracy
 from benchmarks import modes as bench_modes
 from benchmarks import noise as benchmarks
 from benchmarks.kafka import bench_kafka
+from benchmarks.topics import bench_topics
 from dpsynth.tabular.metrics import METRICS
 from dpsynth.tabular.synthesizer import FITS
 
@@ -40,6 +43,7 @@ def main() -> None:
 
 
 main.add_command(bench_kafka, name="kafka")
+main.add_command(bench_topics, name="topics")
 
 
 @main.command(name="core")
