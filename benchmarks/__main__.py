@@ -9,6 +9,8 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
     §1–§12);
 ``kafka``
     the Kafka operator from produce to release (§8);
+``topics``
+    ``dpsynth topics import`` / ``export`` of a recording of 10^6 records (§14);
 ``drift``
     accuracy under drift: every mechanism against offline PMM on stationary and drifting
     streams (§13);
@@ -16,7 +18,7 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
     paper 003's Adult tables (§11);
 ``user``
     the privacy unit "user": accuracy on Gowalla against PMM, cost of bounding, state size,
-    10^7 distinct users (§14).
+    10^7 distinct users (§15).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from benchmarks import accuracy as bench_accuracy
 from benchmarks import modes as bench_modes
 from benchmarks import noise as benchmarks
 from benchmarks.kafka import bench_kafka
+from benchmarks.topics import bench_topics
 from benchmarks.users import bench_users
 from dpsynth.tabular.metrics import METRICS
 from dpsynth.tabular.synthesizer import FITS
@@ -44,6 +47,7 @@ def main() -> None:
 
 
 main.add_command(bench_kafka, name="kafka")
+main.add_command(bench_topics, name="topics")
 main.add_command(bench_users, name="user")
 
 

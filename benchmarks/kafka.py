@@ -453,12 +453,12 @@ def format_table(report: dict[str, Any]) -> str:
 
 
 @contextlib.contextmanager
-def _broker(bootstrap: str | None, kafka_dir: str) -> Iterator[str]:
+def bench_broker(bootstrap: str | None, kafka_dir: str) -> Iterator[str]:
+    """``bootstrap`` if given, else a local broker in ``kafka_dir`` for the benchmark's run."""
     if bootstrap:
         yield bootstrap
         return
-    os.environ["DPSYNTH_KAFKA_DIR"] = kafka_dir
-    with broker.local_broker() as address:
+    with broker.local_broker(Path(kafka_dir)) as address:
         yield address
 
 
@@ -478,7 +478,7 @@ def _broker(bootstrap: str | None, kafka_dir: str) -> Iterator[str]:
 def bench_kafka(bootstrap: str | None, messages: int, records: int, kafka_dir: str,
                 variants: tuple[str, ...], json_path: Path | None) -> None:
     """Records/s from produce to release: Faust baselines, dpsynth, raw consumption."""
-    with _broker(bootstrap, kafka_dir) as address:
+    with bench_broker(bootstrap, kafka_dir) as address:
         report = run_kafka_bench(address, messages, records, variants=variants or VARIANTS)
     click.echo(format_table(report))
     if json_path is not None:

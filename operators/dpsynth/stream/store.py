@@ -17,7 +17,7 @@ Layout (format 1):
   the partition, keyed by the user's 128-bit keyed hash (:mod:`dpsynth.bounding.ids`: the ids
   cannot be read back without the run's key), valued by its counted records (uint16, and with
   a per-step cap the step of the latest one, int64, and its count in that step, uint16; little
-  endian) — 2 or 12 bytes. About 30 bytes per user on disk (docs/benchmarks.md §14).
+  endian) — 2 or 12 bytes. About 30 bytes per user on disk (docs/benchmarks.md §15).
 
 :meth:`PartitionStore.commit` compares the new snapshot with the last committed one chunk by
 chunk (the previous bytes stay in memory: a memcmp is ~10× cheaper than hashing), hashes and
