@@ -24,6 +24,7 @@ from dpsynth.testing.kafka import TEST_KEY_HEX  # noqa: E402
 from tests.support.embedded import (  # noqa: E402
     MemorySink,
     check_against_embedded,
+    crash_then_restart,
     embedded_release_records,
 )
 
@@ -159,19 +160,10 @@ def test_P14_a_crash_never_lets_a_user_exceed_k(config, point, visit):
     heavy = max(set(users), key=users.count)
     assert users.count(heavy) > 10 * K
     points = rng.random((3000, 2))
-    messages = _messages(points, users)
     sink = MemorySink()
-    proc = _processor(config, sink, crash_at=(point, visit))
-    acked = -1
-    with pytest.raises(Crash):
-        for i in range(0, len(messages), 50):
-            acked = proc.process(messages[i:i + 50])
-    sink.crash()
-    proc.close()
-    restarted = _processor(config, sink)
-    assert restarted.committed >= acked
-    for i in range(acked + 1, len(messages), 50):
-        restarted.process(messages[i:i + 50])
+    restarted = crash_then_restart(
+        lambda sink, crash_at: _processor(config, sink, crash_at), sink,
+        _messages(points, users), crash_at=(point, visit), crash=Crash, batch=50)
     restarted.commit()
     key = restarted.synth.synth.users.hash([heavy.encode()])
     assert int(restarted.store.read_users(key).counts[0]) == K
