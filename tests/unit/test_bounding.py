@@ -121,7 +121,10 @@ def test_a_store_behind_the_table_gives_the_same_decisions() -> None:
     users = rng.integers(0, 3000, 40_000)
     store: dict[bytes, tuple[int, int, int]] = {}
 
+    calls = []
+
     def resolver(keys: np.ndarray) -> UserCounts:
+        calls.append(len(keys))
         rows = [store.get(key.tobytes(), (0, -1, 0)) for key in keys]
         return UserCounts(keys, np.array([r[0] for r in rows], np.uint16),
                           np.array([r[1] for r in rows], np.int64),
@@ -141,8 +144,9 @@ def test_a_store_behind_the_table_gives_the_same_decisions() -> None:
             store[key.tobytes()] = (int(n), int(s), int(sc))
         assert len(backed.take_changes()) == 0  # clean after a take
         backed.evict()
-        assert backed.users == 0
+        assert backed.users == 0 and not backed.complete
     assert backed.dropped == plain.dropped
+    assert len(calls) == len(users) // 4000 - 1  # not before the first eviction: all were new
 
 
 def test_evict_refuses_uncommitted_counts() -> None:

@@ -193,6 +193,16 @@ def test_P14_the_store_commits_user_counts_with_the_watermark(tmp_path):
         assert got.step_counts.tolist() == [1, 1, 2]
 
 
+def test_a_store_with_few_users_is_loaded_whole_and_a_large_one_read_as_needed(tmp_path):
+    keys = np.array([[1, 3], [5, 7], [9, 11]], np.uint64)
+    with PartitionStore(tmp_path / "p0", partition=0, run_id="r", sync=False) as store:
+        store.commit(b"s", watermark=4, t=3, sequence=0, config={},
+                     users=UserCounts(keys, np.array([2, 1, 4], np.uint16)))
+        loaded = store.load_users(3)
+        assert loaded is not None and store.load_users(2) is None
+        assert loaded.keys.tolist() == keys.tolist() and loaded.counts.tolist() == [2, 1, 4]
+
+
 def test_the_state_is_bound_to_the_unit_k_and_the_partition_count(config, tmp_path):
     users = own_users(300, 3)
     proc = _processor(config, MemorySink())

@@ -85,7 +85,10 @@ class ContributionBounds:
         self.max_contributions = max_contributions
         self.per_step = per_step
         self.dropped = 0  # records over a bound (an operator metric, never released)
+        #: Reads users missing from memory (the worker's store); not called while the table
+        #: is ``complete`` — holds every user ever counted, so a missing user is a new one.
         self.resolver: Resolver | None = None
+        self.complete = True
         self._allocate(_MIN_CAPACITY)
 
     def _allocate(self, capacity: int) -> None:
@@ -116,7 +119,7 @@ class ContributionBounds:
         ``step`` the public id of the open step (used by the per-step cap only).
         """
         keys = _normalised(keys)
-        if self.resolver is not None and keys.size:
+        if self.resolver is not None and not self.complete and keys.size:
             self._resolve(keys)
         self._reserve(len(keys))
         out = np.empty(len(keys), np.bool_)
@@ -193,10 +196,24 @@ class ContributionBounds:
         return self._entries(changed)
 
     def evict(self) -> None:
-        """Forget every user held in memory (the worker, after a commit wrote them all)."""
+        """Forget every user held in memory (the worker, after a commit wrote them all); from
+        now on missing users are read through the resolver."""
         if self._dirty.any():
             raise RuntimeError("evict() with uncommitted user counts; call take_changes() first")
         self._allocate(_MIN_CAPACITY)
+        self.complete = False
+
+    def preload(self, stored: UserCounts | None) -> None:
+        """Hold every stored user (``stored``: all of them), or, for None (too many to hold),
+        read missing users through the resolver from now on."""
+        if stored is None:
+            self.complete = False
+            return
+        found = np.flatnonzero(stored.counts)
+        steps, step_counts = self._step_fields(stored.steps, stored.step_counts, found)
+        self._insert(stored.keys[found], stored.counts[found], np.zeros(found.size, np.uint8),
+                     steps, step_counts)
+        self.complete = True
 
     def state(self) -> dict[str, Any]:
         """Every user's counts (sorted by key: the same bytes for the same counts) and the

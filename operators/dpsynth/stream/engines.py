@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dpsynth.bounding import Resolver, UserCounts
+from dpsynth.bounding import UserCounts, UserKeys
 from dpsynth.errors import ConfigError
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import encode_release
@@ -38,6 +38,17 @@ from dpsynth.stream.codecs import BatchResult, split_batch
 from dpsynth.stream.routing import UserRouting
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.tabular_engine import open_tabular_engine
+
+
+class UserStore(Protocol):
+    """Where a partition's per-user counts are kept (:class:`~dpsynth.stream.store
+    .PartitionStore`)."""
+
+    def read_users(self, keys: UserKeys) -> UserCounts:
+        """The stored counts of ``keys`` (0: not stored)."""
+
+    def load_users(self, limit: int) -> UserCounts | None:
+        """Every stored user, or None when there are more than ``limit``."""
 
 
 class Engine(Protocol):
@@ -172,11 +183,12 @@ class PointEngine:
 
 
 def open_engine(config: WorkerConfig, partition: int, snapshot: bytes | None,
-                users: Resolver | None = None) -> Engine:
+                users: UserStore | None = None) -> Engine:
     """A new engine for ``partition`` (``snapshot`` None) or the one restored from a snapshot.
 
     The caller has checked that the stored state was built with this configuration. ``users``
-    reads stored per-user counts (the partition's store) under the privacy unit "user".
+    holds the per-user counts (the partition's store) under the privacy unit "user": all of
+    them are loaded now if at most ``DPSYNTH_USER_CACHE_ENTRIES``, else read as needed.
     """
     key = config.noise_key.reveal()
     if config.engine == "tabular":
@@ -188,7 +200,9 @@ def open_engine(config: WorkerConfig, partition: int, snapshot: bytes | None,
         synth = OnlineSynthesizer.restore(snapshot, key)
     if synth.users is None:
         return PointEngine(synth, config.schema)
-    synth.users.bounds.resolver = users
+    if users is not None:
+        synth.users.bounds.resolver = users.read_users
+        synth.users.bounds.preload(users.load_users(config.user_cache_entries))
     if config.input_partitions < 1:
         raise ConfigError("the input topic's partition count is unknown under "
                           "DPSYNTH_PRIVACY_UNIT=user: set DPSYNTH_INPUT_PARTITIONS (the worker "

@@ -157,7 +157,7 @@ class PartitionProcessor:
         stored = self.store.load()
         if stored is None:
             log.info("partition %d: no local state; starting at t=0", self.partition)
-            return open_engine(self.config, self.partition, None, self.store.read_users), -1
+            return open_engine(self.config, self.partition, None, self.store), -1
         stored_engine = stored.config.get("engine", "points")
         if stored_engine != self.config.engine:
             raise ConfigError(
@@ -175,7 +175,7 @@ class PartitionProcessor:
                     "run cannot change. Restore the previous setting, or start a new run (new "
                     "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
                 )
-        synth = open_engine(self.config, self.partition, stored.snapshot, self.store.read_users)
+        synth = open_engine(self.config, self.partition, stored.snapshot, self.store)
         self.last_tick_ms = stored.last_tick_ms
         log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
                  self.partition, synth.t, synth.sequence, stored.watermark)

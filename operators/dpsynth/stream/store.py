@@ -295,17 +295,36 @@ class PartitionStore:
             seconds=time.perf_counter() - start,
         )
 
+    def load_users(self, limit: int) -> UserCounts | None:
+        """Every stored user's counts, or None when there are more than ``limit`` (then the
+        bounds read users one batch at a time, :meth:`read_users`)."""
+        keys, values = [], []
+        iterator = self._db.iter()
+        iterator.seek(_USER)
+        while iterator.valid() and iterator.key().startswith(_USER):
+            if len(keys) == limit:
+                return None
+            keys.append(iterator.key()[len(_USER):])
+            values.append(iterator.value())
+            iterator.next()
+        hashes = np.frombuffer(b"".join(keys), ">u8").astype(np.uint64).reshape(-1, 2)
+        return self._parse_users(hashes, list(range(len(keys))), values)
+
     def read_users(self, keys: UserKeys) -> UserCounts:
         """The stored counts of ``keys`` (count 0: not stored): the contribution bounds'
         resolver (:class:`~dpsynth.bounding.ContributionBounds`). One multi-get."""
-        raw = self._db[[_USER + key for key in _user_keys(keys)]]
+        raw = self._db[_user_keys(keys, _USER)]
+        found = [i for i, value in enumerate(raw) if value is not None]
+        return self._parse_users(keys, found, [raw[i] for i in found])
+
+    def _parse_users(self, keys: UserKeys, found: list[int], raw: list[bytes]) -> UserCounts:
+        """UserCounts of ``keys`` from the stored values of those at ``found``."""
         counts = np.zeros(len(keys), np.uint16)
         steps = np.full(len(keys), -1, np.int64)
         step_counts = np.zeros(len(keys), np.uint16)
-        found = [i for i, value in enumerate(raw) if value is not None]
         if not found:
             return UserCounts(keys, counts, steps, step_counts)
-        values = b"".join(raw[i] for i in found)
+        values = b"".join(raw)
         if len(values) == len(found) * _COUNT.itemsize:
             counts[found] = np.frombuffer(values, _COUNT)
         elif len(values) == len(found) * _STEPPED.itemsize:
@@ -329,10 +348,10 @@ class PartitionStore:
         self.close()
 
 
-def _user_keys(keys: UserKeys) -> list[bytes]:
-    """The 16-byte store key of every user hash (big-endian words)."""
+def _user_keys(keys: UserKeys, prefix: bytes = b"") -> list[bytes]:
+    """``prefix`` + the 16 bytes of every user hash (big-endian words)."""
     raw = np.ascontiguousarray(keys, dtype=">u8").tobytes()
-    return [raw[i:i + 16] for i in range(0, len(raw), 16)]
+    return [prefix + raw[i:i + 16] for i in range(0, len(raw), 16)]
 
 
 def _put_users(batch: rocksdict.WriteBatch, users: UserCounts) -> int:
@@ -345,8 +364,9 @@ def _put_users(batch: rocksdict.WriteBatch, users: UserCounts) -> int:
         stepped["count"], stepped["step"] = users.counts, users.steps
         stepped["step_count"] = users.step_counts
         values, width = stepped.tobytes(), _STEPPED.itemsize
-    for i, key in enumerate(_user_keys(users.keys)):
-        batch.put(_USER + key, values[i * width:(i + 1) * width])
+    put = batch.put
+    for i, key in enumerate(_user_keys(users.keys, _USER)):
+        put(key, values[i * width:(i + 1) * width])
     return len(users) * (len(_USER) + 16 + width)
 
 
