@@ -236,7 +236,7 @@ class _DiscardSink:
         """Nothing queued."""
 
 
-def worker_speed(n: int, batch: int, repeats: int) -> dict[str, Any]:
+def worker_speed(n: int, batch: int, repeats: int, cache: int = 1 << 20) -> dict[str, Any]:
     """Records/s of :class:`PartitionProcessor` on ``n`` one-record messages of distinct
     users, user unit (k = 1) vs record unit, alternating."""
     from dpsynth.stream.processor import InputMessage, PartitionProcessor
@@ -259,7 +259,7 @@ def worker_speed(n: int, batch: int, repeats: int) -> dict[str, Any]:
                "DPSYNTH_RELEASE_EVERY": "10000", "DPSYNTH_STATE_SYNC": "false"}
         if unit == "user":  # one partition: every key is this partition's
             env.update(DPSYNTH_PRIVACY_UNIT="user", DPSYNTH_MAX_CONTRIBUTIONS="1",
-                       DPSYNTH_INPUT_PARTITIONS="1")
+                       DPSYNTH_INPUT_PARTITIONS="1", DPSYNTH_USER_CACHE_ENTRIES=str(cache))
         config = load_config(env)
         store = PartitionStore(work / "p0", partition=0, run_id="b", sync=False)
         proc = PartitionProcessor(config, 0, store=store, sink=_DiscardSink())
@@ -276,7 +276,7 @@ def worker_speed(n: int, batch: int, repeats: int) -> dict[str, Any]:
 
     runs = {"record": lambda: run("record"), "user": lambda: run("user")}
     seconds = _alternate(runs, repeats)
-    return {"messages": n, "batch": batch,
+    return {"messages": n, "batch": batch, "user_cache_entries": cache,
             **{f"{u}_per_s": n / s for u, s in seconds.items()},
             "ratio": seconds["record"] / seconds["user"], "repeats": repeats}
 
@@ -386,11 +386,15 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
               show_default=True, help="scale: records (each of its own user).")
 @click.option("--worker-messages", type=click.IntRange(min=1000), default=1_000_000,
               show_default=True, help="worker: one-record messages (each of its own user).")
+@click.option("--worker-cache", type=click.IntRange(min=1), default=1 << 20,
+              show_default=True, help="worker: DPSYNTH_USER_CACHE_ENTRIES (below the number "
+              "of users: the store is read for users not in memory, as with 10^7 users).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the results to this JSON file.")
 def bench_users(part: str, worker_kafka_messages: int, bootstrap: str | None, kafka_dir: str,
                 epsilon: float, seeds: int, neighbours: str, repeats: int, n_users: int,
-                scale_records: int, worker_messages: int, json_path: Path | None) -> None:
+                scale_records: int, worker_messages: int, worker_cache: int,
+                json_path: Path | None) -> None:
     """The privacy unit "user": accuracy on Gowalla vs PMM, bounding's cost, state, scale."""
     console = Console(width=150)
     out: dict[str, Any] = {"machine": machine_info()}
@@ -418,9 +422,9 @@ def bench_users(part: str, worker_kafka_messages: int, bootstrap: str | None, ka
         speeds.append((f"{scale_records:,} distinct users, embedded", out["scale"]))
     if part in ("worker", "all"):
         with console.status(f"{worker_messages:,} distinct users, the worker's protocol…"):
-            out["worker"] = worker_speed(worker_messages, 2000, repeats)
-        speeds.append((f"{worker_messages:,} distinct users, worker protocol (no broker)",
-                       out["worker"]))
+            out["worker"] = worker_speed(worker_messages, 2000, repeats, worker_cache)
+        speeds.append((f"{worker_messages:,} distinct users, worker protocol (no broker), "
+                       f"user cache {worker_cache:,}", out["worker"]))
     if part == "worker-kafka":
         with console.status(f"{worker_kafka_messages:,} distinct users through Kafka…"):
             out["worker_kafka"] = worker_kafka(worker_kafka_messages, bootstrap, kafka_dir)
