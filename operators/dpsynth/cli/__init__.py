@@ -15,6 +15,8 @@ Layer: adapter (the core never imports it). Commands:
     sliced lower), the i.i.d. floor and range-query errors.
 ``dpsynth snapshot --input FILE [--schema S] --method pmm|psmm|lowdim --out OUT.csv|.ndjson``
     One offline ε-DP synthetic copy of a file (:mod:`dpsynth.cli.offline`, docs/offline.md).
+``dpsynth audit [PATTERN …] [--keys N]``
+    The neighbour audit of every public entry point (:mod:`dpsynth.cli.audit`, P14).
 ``dpsynth demo [--out DIR] [--ticks N]``
     The counters of one tree level on a generated stream (the first end-to-end demo, kept).
 
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import click
 
+from dpsynth.cli.audit import audit
 from dpsynth.cli.consume import consume
 from dpsynth.cli.demo import demo
 from dpsynth.cli.inspect import evaluate, inspect
@@ -59,7 +62,8 @@ def main() -> None:
     """dpsynth: differentially private synthetic data streams (He–Vershynin–Zhu)."""
 
 
-for command in (run, inspect, evaluate, demo, snapshot, tabular, worker, produce, consume):
+for command in (run, inspect, evaluate, demo, snapshot, tabular, worker, produce, consume,
+                audit):
     main.add_command(command)
 #: ``dpsynth snapshot``: the offline command's name before 0.2 ("snapshot" now means saved state).
 main.add_command(click.Command("snapshot", callback=snapshot.callback, params=snapshot.params,
