@@ -182,7 +182,7 @@ def tabular_entry(command: click.Command, notion: str) -> EntryPoint:
 
 def command_entries() -> list[EntryPoint]:
     """The commands as entry points (their command objects, as ``dpsynth`` registers them)."""
-    from dpsynth.cli.offline import snapshot as offline_command
+    from dpsynth.cli.offline import offline as offline_command
     from dpsynth.cli.run import run as run_command
     from dpsynth.cli.tabular import tabular as tabular_group
 
