@@ -115,7 +115,8 @@ def test_audit_command_lists_runs_and_writes_the_table(tmp_path) -> None:
     assert listing.exit_code == 0
     names = listing.output.split()
     assert {"library:adaptive:add_remove", "cli:run:add_remove", "cli:tabular:add_remove",
-            "worker:auto:add_remove", "library:lowdim:replace"} <= set(names)
+            "worker:auto:add_remove", "worker:tabular:replace",
+            "library:lowdim:replace"} <= set(names)
     table = tmp_path / "audit.md"
     result = runner.invoke(main, ["audit", "library:pmm:replace", "--keys", "8",
                                   "--markdown", str(table)])

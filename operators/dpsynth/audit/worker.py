@@ -2,9 +2,10 @@
 
 Layer: audit. One worker run (``python -m dpsynth worker``, a subprocess, the default settings
 but the run's notion, ε, a small depth and ``DPSYNTH_RELEASE_EVERY`` = the step size under
-replacement) reads one input topic whose partitions hold D and every neighbour D′, each
-``replicates`` times, and its synthetic topic is read back, split by partition, and flattened
-record by record (:mod:`dpsynth.audit.fields`).
+replacement; the point engine, or ``DPSYNTH_ENGINE=tabular`` with the audit's domain) reads one
+input topic whose partitions hold D and every neighbour D′, each ``replicates`` times, and its
+synthetic topic is read back, split by partition, and flattened record by record
+(:mod:`dpsynth.audit.fields`).
 
 Steps are public time (P11): every step's records are one message followed by a tick marker
 of the run (signed with the run's marker key, as its worker writes them), for periods far in
@@ -23,9 +24,13 @@ partitions per input and run let 20 samples fit in a few runs.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from dpsynth.audit.entries import (
     AUDIT_EPSILON,
@@ -33,13 +38,15 @@ from dpsynth.audit.entries import (
     EntryPoint,
     Output,
     run_id_of,
+    table_domain,
 )
 from dpsynth.audit.fields import Fields, flatten_records
-from dpsynth.audit.inputs import PER_STEP, AuditInput, point_input
-from dpsynth.audit.measures import release_statistics
-from dpsynth.release import decode_release
+from dpsynth.audit.inputs import PER_STEP, AuditInput, point_input, table_input
+from dpsynth.audit.measures import release_statistics, table_statistics
+from dpsynth.release import decode_release, decode_tabular_release
 from dpsynth.stream.ticks import MarkerKey
 from dpsynth.testing.kafka import (
+    Topics,
     WorkerProcess,
     create_topics,
     encode_records,
@@ -58,6 +65,13 @@ FUTURE_MS = 10**13
 REPLICATES = 4
 
 
+def _records(step: np.ndarray) -> list[dict[str, Any]]:
+    """A step's records as the raw-events topic holds them (the schema's or domain's names)."""
+    if step.dtype.kind in "iu":
+        return [dict(zip(table_domain().attributes, row, strict=True)) for row in step.tolist()]
+    return records_of(step, [f"x{i}" for i in range(step.shape[1])])
+
+
 def _messages(inputs: Sequence[AuditInput], partition_of: Callable[[int, int], int],
               replicates: int, markers: MarkerKey) -> list[tuple[int, bytes]]:
     """Every input on its partitions: per step one message of its records, then a marker."""
@@ -67,7 +81,7 @@ def _messages(inputs: Sequence[AuditInput], partition_of: Callable[[int, int], i
             p = partition_of(g, q)
             for s, step in enumerate(data.steps):
                 if len(step):
-                    out.append((p, encode_records(records_of(step))))
+                    out.append((p, encode_records(_records(step))))
                 out.append((p, markers.encode(p, FUTURE_MS + 1000 * s)))  # privacy: P11
     return out
 
@@ -87,15 +101,34 @@ def _by_partition(records: list) -> dict[int, list[list[bytes]]]:
     return out
 
 
-def _output(releases: list[list[bytes]]) -> Output:
+def _output(releases: list[list[bytes]], tabular: bool) -> Output:
     fields: Fields = {"releases": len(releases)}
     for i, recs in enumerate(releases):
         flatten_records(recs, f"release[{i}]", fields)
+    if tabular:
+        return Output(fields, [np.asarray(decode_tabular_release(r).records) for r in releases])
     return Output(fields, [decode_release(recs) for recs in releases])
 
 
+def _environment(bootstrap: str, topics: Topics, notion: str, key: bytes, run_id: str,
+                 tabular: bool, workdir: Path) -> dict[str, str]:
+    """The worker's variables: the defaults but the audit's notion, ε, key and steps."""
+    extra: dict[str, Any] = {"release_every": PER_STEP} if notion == "replace" else {}
+    env = worker_env(bootstrap, topics, write_schema(workdir / "schema.json", ("x0", "x1")),
+                     workdir / "data", neighbours=notion, epsilon=AUDIT_EPSILON,
+                     max_depth=AUDIT_MAX_DEPTH, noise_key=key.hex(), run_id=run_id,
+                     tick_seconds=3600, release_linger_s=0, **extra)
+    if tabular:
+        domain = workdir / "domain.json"
+        domain.write_text(json.dumps(table_domain().to_dict()))
+        del env["DPSYNTH_SCHEMA_FILE"], env["DPSYNTH_MAX_DEPTH"]
+        env.update({"DPSYNTH_ENGINE": "tabular", "DPSYNTH_DOMAIN_FILE": str(domain)})
+    return env
+
+
 def _one_run(bootstrap: str, notion: str, key: bytes, inputs: Sequence[AuditInput],
-             replicates: int, round_: int, workdir: Path) -> dict[tuple[int, int], Output]:
+             replicates: int, round_: int, workdir: Path,
+             tabular: bool) -> dict[tuple[int, int], Output]:
     """One worker run: (input g, replicate q) → its output."""
     groups = len(inputs)
 
@@ -109,11 +142,7 @@ def _one_run(bootstrap: str, notion: str, key: bytes, inputs: Sequence[AuditInpu
     produce_messages(bootstrap, topics.input, _messages(inputs, partition_of, replicates,
                                                         MarkerKey(key, run_id)))
     ends = end_offsets(bootstrap, topics.input)
-    extra = {"release_every": PER_STEP} if notion == "replace" else {}
-    env = worker_env(bootstrap, topics, write_schema(workdir / "schema.json"),
-                     workdir / "data", neighbours=notion, epsilon=AUDIT_EPSILON,
-                     max_depth=AUDIT_MAX_DEPTH, noise_key=key.hex(), run_id=run_id,
-                     tick_seconds=3600, release_linger_s=0, **extra)
+    env = _environment(bootstrap, topics, notion, key, run_id, tabular, workdir)
 
     def done(metrics: dict[str, dict[str, float]]) -> bool:
         marks = metrics.get("dpsynth_watermark", {})
@@ -122,13 +151,15 @@ def _one_run(bootstrap: str, notion: str, key: bytes, inputs: Sequence[AuditInpu
     with WorkerProcess(env, workdir / "worker.log") as worker:
         worker.wait_for(done, timeout_s=300)
     found = _by_partition(read_topic(bootstrap, topics.output))
-    return {(g, q): _output(found.get(partition_of(g, q), []))
+    return {(g, q): _output(found.get(partition_of(g, q), []), tabular)
             for g in range(groups) for q in range(replicates)}
 
 
-def worker_entry(notion: str, bootstrap: Callable[[], str],
-                 replicates: int = REPLICATES) -> EntryPoint:
-    """``dpsynth worker`` (point engine, ``DPSYNTH_MECHANISM`` auto) under ``notion``."""
+def worker_entry(notion: str, bootstrap: Callable[[], str], replicates: int = REPLICATES, *,
+                 engine: str = "points") -> EntryPoint:
+    """``dpsynth worker`` under ``notion``: the point engine (``DPSYNTH_MECHANISM`` auto) or
+    ``engine="tabular"`` (its default mechanism and counter)."""
+    tabular = engine == "tabular"
 
     def batch(inputs: Sequence[AuditInput], keys: Sequence[bytes]) -> list[list[Output]]:
         address = bootstrap()
@@ -136,7 +167,8 @@ def worker_entry(notion: str, bootstrap: Callable[[], str],
         for round_, start in enumerate(range(0, len(keys), replicates)):
             width = min(replicates, len(keys) - start)
             with tempfile.TemporaryDirectory(prefix="dpsynth-audit-") as tmp:
-                got = _one_run(address, notion, keys[start], inputs, width, round_, Path(tmp))
+                got = _one_run(address, notion, keys[start], inputs, width, round_, Path(tmp),
+                               tabular)
             for g in range(len(inputs)):
                 out[g] += [got[(g, q)] for q in range(width)]
         return out
@@ -144,6 +176,9 @@ def worker_entry(notion: str, bootstrap: Callable[[], str],
     def single(data: AuditInput, key: bytes) -> Output:
         return batch([data], [key])[0][0]
 
+    if tabular:
+        return EntryPoint(f"worker:tabular:{notion}", notion, table_input, single,
+                          table_statistics, batch=batch)
     return EntryPoint(f"worker:auto:{notion}", notion, point_input, single, release_statistics,
                       batch=batch)
 

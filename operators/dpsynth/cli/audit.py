@@ -205,7 +205,8 @@ def all_entries(broker: str | None = None) -> list[EntryPoint]:
         return bootstrap_servers()
 
     return [*library_entries(), *command_entries(),
-            *(worker_entry(n, bootstrap) for n in NOTIONS)]
+            *(worker_entry(n, bootstrap, engine=e) for e in ("points", "tabular")
+              for n in NOTIONS)]
 
 
 def _selected(entries: list[EntryPoint], patterns: Sequence[str]) -> list[EntryPoint]:
