@@ -19,7 +19,14 @@ from typing import Any
 import numpy as np
 
 from dpsynth.audit.fields import Fields, flatten, flatten_records
-from dpsynth.audit.inputs import PER_STEP, TABLE_SIZES, AuditInput, Neighbour
+from dpsynth.audit.inputs import (
+    PER_STEP,
+    TABLE_SIZES,
+    AuditInput,
+    Neighbour,
+    point_input,
+    table_input,
+)
 from dpsynth.audit.measures import (
     leaves_statistics,
     points_statistics,
@@ -107,7 +114,6 @@ def table_releases_output(releases: Sequence[TabularRelease], key: bytes) -> Out
 def online_entry(mechanism: str, notion: str, d: int = 2) -> EntryPoint:
     """``OnlineSynthesizer(mechanism=…, neighbours=…)``: add + step per step (add/remove), or
     ``extend`` with a release every step's records (replacement)."""
-    from dpsynth.audit.inputs import point_input
 
     def run(data: AuditInput, key: bytes) -> Output:
         synth = OnlineSynthesizer(d, AUDIT_EPSILON, key, PER_STEP, mechanism,
@@ -128,8 +134,6 @@ def online_entry(mechanism: str, notion: str, d: int = 2) -> EntryPoint:
 def offline_entry(method: str, notion: str) -> EntryPoint:
     """``pmm_leaves``, ``psmm_measure`` or ``lowdim_release`` on all records of D (d = 2;
     lowdim d = 3, a subspace of dimension 2)."""
-    from dpsynth.audit.inputs import point_input
-
     d = 3 if method == "lowdim" else 2
 
     def run(data: AuditInput, key: bytes) -> Output:
@@ -173,7 +177,6 @@ def table_domain() -> Domain:
 def tabular_entry(notion: str) -> EntryPoint:
     """``TabularSynthesizer(neighbours=…)``: add + step per step (add/remove), ``extend``
     (replacement)."""
-    from dpsynth.audit.inputs import table_input
 
     def run(data: AuditInput, key: bytes) -> Output:
         synth = TabularSynthesizer(table_domain(), AUDIT_EPSILON, key, release_every=PER_STEP,
