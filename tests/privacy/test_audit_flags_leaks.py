@@ -5,7 +5,8 @@ engines: add/remove steps counted in records (with ``release_every`` in the meta
 tabular engine's exact ``records_seen``, and — seen by the ε lower bound alone — a size counter
 spending 3ε. The commands as they were (``dpsynth tabular run`` and ``dpsynth run`` under
 add/remove cut steps of N rows exactly as their replacement modes still do) are audited by
-running those modes against add/remove neighbours. 100 fixed keys, as in the suite.
+running those modes against add/remove neighbours (20 keys: their differences are exact);
+elsewhere 100 fixed keys, as in the suite.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def test_P14_commands_with_steps_of_n_records_fail_under_add_remove(entry) -> No
     their replacement modes do now; audited against add/remove neighbours they fail."""
     as_before = dataclasses.replace(entry, name=entry.name + " as add/remove",
                                     notion="add_remove")
-    report = audit_entry(as_before, KEYS)
+    report = audit_entry(as_before, KEYS[:20])  # a deterministic difference: 20 keys show it
     assert not report.passed
     assert "releases" in _fields(report) or "files" in _fields(report)
 
