@@ -8,6 +8,7 @@ DP core never imports Kafka, Faust or the adapters, and its only source of rando
 layer (top to bottom)                          owns
 =============================================  ================================================
 ``cli``                                        the ``dpsynth`` command, one module per group
+``audit``                                      the neighbour audit of every entry point (P14)
 ``stream``                                     the Kafka worker (Faust, RocksDB, confluent-kafka)
 ``testing``                                    pytest plugin, broker launcher, recorded topics
 ``settings`` · ``client``                      settings model · consumer library, recordings
