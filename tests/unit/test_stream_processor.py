@@ -6,6 +6,7 @@ processor on the same store, fed again from the last acknowledged offset, as Kaf
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -184,7 +185,8 @@ def test_bad_records_are_dead_lettered_and_not_counted(config):
     assert letters[0]["rejects"][0][0] == -1
     assert letters[1]["rejects"] == [[0, "field 'y' is missing"]]
     assert letters[2]["reason"] == "field 'x' must be finite (NaN and ±inf are rejected)"
-    assert letters[1]["raw"] == values[2]
+    assert letters[1]["sha256"] == hashlib.sha256(values[2]).hexdigest()
+    assert letters[1]["length"] == len(values[2]) and letters[1]["prefix"] == b""  # default 0
     assert proc.metrics.get("dead_lettered_records", 0) == 3
     proc.close()
 

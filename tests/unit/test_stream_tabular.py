@@ -278,7 +278,7 @@ def test_records_outside_the_domain_are_dead_lettered_without_their_value(config
     letters = [decode_dead_letter(v) for _, v in sink.delivered[config.dead_letter_topic]]
     assert [d["offset"] for d in letters] == [1, 2, 3, 4]
     assert letters[0]["rejects"] == [[0, "attribute 'colour': unknown category"]]
-    assert letters[0]["n_records"] == 2 and letters[0]["raw"] == values[1]
+    assert letters[0]["n_records"] == 2 and letters[0]["length"] == len(values[1])
     assert "age4" in letters[1]["reason"] and "9" not in letters[1]["reason"]
     assert letters[2]["reason"] == "attribute 'member': missing"
     assert letters[3]["rejects"][0][0] == -1

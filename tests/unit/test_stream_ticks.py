@@ -183,7 +183,7 @@ def test_P11_under_replace_a_marker_releases_a_quiet_partition(tmp_path):
 def test_the_timer_writes_one_marker_per_partition_and_period(tmp_path):
     config = _config(tmp_path, DPSYNTH_TICK_SECONDS="2")
     sink = MemorySink()
-    operator = Operator(config, app=None, sink=sink)
+    operator = Operator(config, sink=sink)
 
     class Loaded:
         last_tick_ms = 4000  # the period [4 s, 6 s) was applied before a restart
@@ -197,4 +197,3 @@ def test_the_timer_writes_one_marker_per_partition_and_period(tmp_path):
     assert [(p, m.partition, m.at_ms) for p, m in sent] == [
         (0, 0, 6000), (3, 3, 6000), (0, 0, 8000), (3, 3, 8000)]
     assert all(topic == config.input_topic for topic, _, _, _ in sink.sent)
-    operator.executor.shutdown()

@@ -127,6 +127,7 @@ class PartitionProcessor:
         metrics: Metrics | None = None,
         crash: CrashPoints | None = None,
         replay: Replay | None = None,
+        progress: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.partition = int(partition)
@@ -135,6 +136,7 @@ class PartitionProcessor:
         self.metrics = metrics or Metrics()
         self.crash = crash or CrashPoints(None)
         self.replay = replay
+        self._progress = progress or (lambda: None)  # liveness: a long replay is not stuck
         self._public_config = public_config(config)
         self._markers = MarkerKey(config.noise_key.reveal(), config.run_id)
         self.last_tick_ms = -1  # period of the last tick marker applied (in the state)
@@ -272,8 +274,12 @@ class PartitionProcessor:
                     value=m.value, topic=config.input_topic, partition=p, offset=m.offset,
                     timestamp_ms=m.timestamp_ms, rejects=rejects,
                     n_records=int(batch.records_per_message[index]),
+                    prefix_bytes=config.dead_letter_prefix_bytes,
                 ),
             )
+            if m.value is not None and len(m.value) > config.dead_letter_prefix_bytes:
+                self.metrics.inc("dead_letter_bytes_dropped", p,
+                                 len(m.value) - config.dead_letter_prefix_bytes)
             self.metrics.inc("dead_lettered_messages", p)
             self.metrics.inc("dead_lettered_records", p, len(rejects))
         self.metrics.inc("messages_in", p, len(new))
@@ -361,6 +367,7 @@ class PartitionProcessor:
         self._unacked = 0
         self._last_commit = time.monotonic()
         self._set_gauges()
+        self._progress()
         return self.committed
 
     def _set_gauges(self) -> None:
