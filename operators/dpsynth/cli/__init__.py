@@ -15,6 +15,9 @@ Layer: adapter (the core never imports it). Commands:
     sliced lower), the i.i.d. floor and range-query errors.
 ``dpsynth snapshot --input FILE [--schema S] --method pmm|psmm|lowdim --out OUT.csv|.ndjson``
     One offline ε-DP synthetic copy of a file (:mod:`dpsynth.cli.offline`, docs/offline.md).
+``dpsynth topics create [--partitions P] [--replication-factor R]``
+    The worker's three topics with partitions, replication, retention and size limits that fit
+    releases (:mod:`dpsynth.cli.topics_create`).
 ``dpsynth demo [--out DIR] [--ticks N]``
     The counters of one tree level on a generated stream (the first end-to-end demo, kept).
 
@@ -47,6 +50,7 @@ from dpsynth.cli.offline import snapshot
 from dpsynth.cli.produce import produce
 from dpsynth.cli.run import run
 from dpsynth.cli.tabular import tabular
+from dpsynth.cli.topics import topics
 from dpsynth.cli.worker import worker
 from dpsynth.keys import DEMO_KEY, KEY_ENV, KEY_FILE_ENV
 
@@ -59,7 +63,8 @@ def main() -> None:
     """dpsynth: differentially private synthetic data streams (He–Vershynin–Zhu)."""
 
 
-for command in (run, inspect, evaluate, demo, snapshot, tabular, worker, produce, consume):
+for command in (run, inspect, evaluate, demo, snapshot, tabular, worker, produce, consume,
+                topics):
     main.add_command(command)
 #: ``dpsynth snapshot``: the offline command's name before 0.2 ("snapshot" now means saved state).
 main.add_command(click.Command("snapshot", callback=snapshot.callback, params=snapshot.params,

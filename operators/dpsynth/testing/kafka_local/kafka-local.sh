@@ -9,6 +9,10 @@
 #   bash deploy/kafka-local.sh status    # "running ..." (exit 0) or "not running" (exit 3)
 #   bash deploy/kafka-local.sh address   # 127.0.0.1:<port> of the running broker (exit 1 if none)
 #   bash deploy/kafka-local.sh fetch     # only fetch the jars
+#   bash deploy/kafka-local.sh tool NAME [ARGS...]  # run one of Kafka's tools against the broker,
+#        e.g. `tool TopicCommand --list` (what kafka-topics.sh runs; --bootstrap-server is added
+#        when ARGS lack it); NAME is a class of org.apache.kafka.tools (ConsumerGroupCommand, ...).
+#        `dpsynth topics create` makes the worker's three topics without Kafka's tools.
 #
 # `start` prints exactly one line on stdout, `KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:<port>`, and
 # writes it to <run dir>/bootstrap; progress and errors go to stderr. It is idempotent: when the
@@ -65,7 +69,8 @@ lock() {
 # Jars
 # ---------------------------------------------------------------------------------------------
 jars_present() {
-  [[ -f $LIBS/.complete && -f $LIBS/kafka_2.13-$KAFKA_VERSION.jar ]]
+  [[ -f $LIBS/.complete && -f $LIBS/kafka_2.13-$KAFKA_VERSION.jar \
+     && -f $LIBS/kafka-tools-$KAFKA_VERSION.jar ]]
 }
 
 fetch_jars() {
@@ -404,14 +409,31 @@ cmd_address() {
   return 1
 }
 
+cmd_tool() {
+  local name=${1:-} addr
+  [[ -n $name ]] || die "usage: $0 tool NAME [ARGS...] (e.g. tool TopicCommand --list)"
+  shift
+  fetch_jars
+  check_java
+  set_java_common
+  local args=("$@")
+  if [[ " ${args[*]} " != *" --bootstrap-server "* ]]; then
+    addr=$(cmd_address) || die "no broker running in $RUN_DIR: start one, or pass --bootstrap-server"
+    args=(--bootstrap-server "$addr" "${args[@]}")
+  fi
+  [[ $name == *.* ]] || name=org.apache.kafka.tools.$name
+  exec "$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 "${java_common[@]}" "$name" "${args[@]}" 9>&-
+}
+
 case ${1:-} in
   start) cmd_start ;;
+  tool) shift; cmd_tool "$@" ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
   address) cmd_address ;;
   fetch) fetch_jars; echo "$LIBS" ;;
   *)
-    echo "usage: $0 start|stop|status|address|fetch" >&2
+    echo "usage: $0 start|stop|status|address|fetch|tool NAME [ARGS...]" >&2
     exit 2
     ;;
 esac
