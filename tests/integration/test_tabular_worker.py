@@ -151,6 +151,7 @@ def test_sigkill_in_the_middle_then_restart_continues_identically(
     env = tabular_worker_env(kafka_bootstrap, topics, write_domain(tmp_path / "domain.json"),
                              tmp_path / "data", tick_seconds=1,
                              batch_max_events=4, release_linger_s=0,
+                             state_commit_interval_s=0,  # a state commit with every release
                              group_instance_id="worker-0")
     log = tmp_path / "worker.log"
 

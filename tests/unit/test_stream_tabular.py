@@ -47,6 +47,7 @@ def _env(tmp_path, **extra):
         "DPSYNTH_EPSILON": "1.0", "DPSYNTH_NOISE_KEY": TEST_KEY_HEX,
         "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_DATA_DIR": str(tmp_path / "data"),
         "DPSYNTH_RELEASE_LINGER_S": "0", "DPSYNTH_CHECKPOINT_INTERVAL_S": "3600",
+        "DPSYNTH_STATE_COMMIT_INTERVAL_S": "0",  # a state commit with every release
     }
     env.update(extra)
     return env

@@ -46,6 +46,7 @@ def _config(tmp_path, **extra):
         "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_NEIGHBOURS": "add_remove",
         "DPSYNTH_MAX_DEPTH": "10", "DPSYNTH_DATA_DIR": str(tmp_path / "data"),
         "DPSYNTH_RELEASE_LINGER_S": "0", "DPSYNTH_CHECKPOINT_INTERVAL_S": "3600",
+        "DPSYNTH_STATE_COMMIT_INTERVAL_S": "0",  # a state commit with every release
     }
     env.update(extra)
     return load_config(env)

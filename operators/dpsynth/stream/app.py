@@ -100,10 +100,11 @@ class Operator:
         self.health.progressed()
         return committed
 
-    def checkpoint(self) -> dict[int, int]:
-        """Commit open ticks that waited too long (an idle input partition)."""
-        return {partition: proc.commit() for partition, proc in list(self.processors.items())
-                if proc.checkpoint_due()}
+    def checkpoint(self, *, idle: bool = False) -> dict[int, int]:
+        """Publish releases and commit states that are due (everything uncommitted when the
+        last poll brought nothing: ``idle``); the committed watermarks."""
+        return {partition: proc.settle(idle=idle)
+                for partition, proc in list(self.processors.items())}
 
     def write_markers(self, now_s: float | None = None) -> None:
         """One tick marker per owned input partition and period (privacy: P11).

@@ -130,7 +130,7 @@ class InputLoop:
                 health.polled()
                 if messages:
                     self._handle(messages)
-                self._commit_offsets(self.operator.checkpoint())
+                self._commit_offsets(self.operator.checkpoint(idle=not messages))
                 self.operator.write_markers()
                 self._observe(consumer)
                 self._log_waiting()

@@ -152,6 +152,9 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
     batch_within_s: Annotated[float, number(0.0, strict=True)] = 0.1
     release_linger_s: Annotated[float, number(0.0)] = 0.2
     checkpoint_interval_s: Annotated[float, number(0.0, strict=True)] = 5.0
+    #: Least time between two state commits while releases flow (releases are published at
+    #: their own pace; a crash re-publishes the ones after the last commit, byte-identical).
+    state_commit_interval_s: Annotated[float, number(0.0)] = 1.0
     max_unacked_events: Annotated[int, integer(1)] = 20_000
     state_chunk_bytes: Annotated[int, integer(4096, 64 * 2**20)] = 256 * 1024
     state_sync: Annotated[bool, boolean()] = True
