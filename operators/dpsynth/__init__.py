@@ -1,28 +1,27 @@
 """dpsynth: differentially private synthetic data streams (He–Vershynin–Zhu online synthesis).
 
-Layers (DESIGN §2); the DP core never imports Kafka, Faust or the adapters, and its only source
-of randomness is :mod:`dpsynth.noise` (both enforced in CI by import-linter and ruff):
+Layers (DESIGN §2, docs/architecture.md); a module imports only from the layers below it, the
+DP core never imports Kafka, Faust or the adapters, and its only source of randomness is
+:mod:`dpsynth.noise` (all enforced in CI by import-linter and ruff):
 
-=====================  =======  ==============================================================
-module                 layer    owns
-=====================  =======  ==============================================================
-``noise``              core     keyed ChaCha20 streams; exact discrete Laplace; geometric
-``clock``              core     time levels t_j = ⌈2^j/ε⌉ and the tick grid
-``counters``           core     Binary Mechanism, Sparse Counting (Alg 2), Inhomogeneous Sparse
-                                Counting (Alg 3), all cells of a tree level as arrays
-``accounting``         core     ε schedules and the worst-case loss of one replaced record
-``errors``             core     DpsynthError and its subclasses
-``tree``               core     round-robin midpoint partition, Morton routing
-``consistency``        core     non-negative consistent counts (diss. Alg 3, spec C.7)
-``synthesizer``        core     OnlineSynthesizer (HVZ Alg 1): levels, releases, snapshots
-``release``            core     Release (compact form) and public placement of points
-``release_format``     core     releases as checked msgpack records
-``state``              core     snapshots as checked bytes
-``schema``             core     declared record domains ↔ [0,1]^d
-``offline``            core     offline PMM (diss. Alg 4, corrected)
-``eval``               adapter  W1 (exact, tree upper, sliced lower), range queries
-``bench*``, ``cli``    adapter  benchmarks and the ``dpsynth`` command
-=====================  =======  ==============================================================
+=============================================  ================================================
+layer (top to bottom)                          owns
+=============================================  ================================================
+``cli``                                        the ``dpsynth`` command, one module per group
+``stream``                                     the Kafka worker (Faust, RocksDB, confluent-kafka)
+``settings`` · ``client`` · ``testing``        settings model · consumer library · pytest plugin
+``eval`` · ``datasets`` · ``keys``             W1, range queries · demo streams · key loader
+``online`` · ``tabular``                       continual synthesis of points (HVZ Alg 1 and the
+                                               step-block mechanisms) · of tables (paper 003)
+``offline``                                    PMM, PSMM, low-dimensional synthesis
+``release``                                    ``Release``, placement, wire formats
+``counters`` · ``accounting``                  Binary Mechanism, Sparse Counting (Alg 2),
+                                               Inhomogeneous Sparse Counting (Alg 3) · ε
+                                               schedules, worst-case loss, composition
+``noise``                                      keyed ChaCha20 streams, exact discrete Laplace
+leaves                                         ``errors``, ``schema``, ``tree``, ``clock``,
+                                               ``consistency``, ``state``
+=============================================  ================================================
 """
 
 from __future__ import annotations

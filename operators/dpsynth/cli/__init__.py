@@ -13,7 +13,7 @@ Layer: adapter (the core never imports it). Commands:
 ``dpsynth eval RELEASE [--input FILE [--schema S] | --dataset …]``
     A release against the first t records of its input: W1 (exact or subsampled, tree upper,
     sliced lower), the i.i.d. floor and range-query errors.
-``dpsynth snapshot --input FILE [--schema S] --method pmm|psmm|lowdim --out OUT.csv|.ndjson``
+``dpsynth offline --input FILE [--schema S] --mechanism pmm|psmm|lowdim --out OUT.csv|.ndjson``
     One offline ε-DP synthetic copy of a file (:mod:`dpsynth.cli.offline`, docs/offline.md).
 ``dpsynth topics create [--partitions P] [--replication-factor R]``
     The worker's three topics with partitions, replication, retention and size limits that fit
@@ -46,7 +46,7 @@ import click
 from dpsynth.cli.consume import consume
 from dpsynth.cli.demo import demo
 from dpsynth.cli.inspect import evaluate, inspect
-from dpsynth.cli.offline import snapshot
+from dpsynth.cli.offline import offline
 from dpsynth.cli.produce import produce
 from dpsynth.cli.run import run
 from dpsynth.cli.tabular import tabular
@@ -63,9 +63,9 @@ def main() -> None:
     """dpsynth: differentially private synthetic data streams (He–Vershynin–Zhu)."""
 
 
-for command in (run, inspect, evaluate, demo, snapshot, tabular, worker, produce, consume,
+for command in (run, inspect, evaluate, demo, offline, tabular, worker, produce, consume,
                 topics):
     main.add_command(command)
 #: ``dpsynth snapshot``: the offline command's name before 0.2 ("snapshot" now means saved state).
-main.add_command(click.Command("snapshot", callback=snapshot.callback, params=snapshot.params,
-                               help=snapshot.help, hidden=True))
+main.add_command(click.Command("snapshot", callback=offline.callback, params=offline.params,
+                               help=offline.help, hidden=True))

@@ -1,4 +1,4 @@
-"""``dpsynth snapshot``: one offline ε-DP synthetic copy of a file (PMM, PSMM or lowdim).
+"""``dpsynth offline``: one offline ε-DP synthetic copy of a file (PMM, PSMM or lowdim).
 
 Layer: adapter. Reads a CSV/NDJSON file through a declared :class:`dpsynth.schema.Schema` (as
 ``dpsynth run`` does), runs :func:`~dpsynth.offline.pmm_leaves`,
@@ -90,7 +90,7 @@ def write_records(path: Path, schema: Schema, unit_points: np.ndarray) -> None:
               help="pmm: tree + consistency (linear time); psmm: noisy grid + d_BL LP "
                    "(grids up to 2^14 cells); lowdim: private PCA, then PMM/PSMM.")
 @click.option("--epsilon", type=float, default=1.0, show_default=True,
-              help="Total privacy budget ε of this snapshot.")
+              help="Total privacy budget ε of this synthetic copy.")
 @click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
               show_default=True,
               help="replace: the online engine's notion (n public); add_remove: pmm/psmm only.")
@@ -102,7 +102,7 @@ def write_records(path: Path, schema: Schema, unit_points: np.ndarray) -> None:
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Synthetic file: .csv or .ndjson/.jsonl (OUT.meta.json is written beside).")
 @fail_on_dpsynth_error
-def snapshot(input_path: Path, schema_path: Path | None, method: str, epsilon: float,
+def offline(input_path: Path, schema_path: Path | None, method: str, epsilon: float,
              neighbours: str, target_dim: int | None, max_depth: int, limit: int | None,
              out: Path) -> None:
     """Offline ε-DP synthetic copy of a CSV/NDJSON file, in the original units."""

@@ -41,6 +41,10 @@ proofs of Prop 4.2 and 4.9 (X_k replaced by X′_k) and of the online engine. Al
 scales depend on n, so add/remove neighbours are not covered and are refused. The synthesis
 step sees the projected data, where a replacement changes one point: PMM and PSMM run with
 ``neighbours="replace"`` (ε/3 → Lap_Z calibrated to ε/6 per changed cell, spec C.9).
+
+Byte-identical on every CPU: the covariance, the eigenpairs and the projections are computed in
+a fixed order (:mod:`dpsynth.offline._linalg`), never by BLAS/LAPACK, whose per-CPU kernels
+changed the last bits of a release between machines.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from dpsynth._types import Points
 from dpsynth.accounting import check_composition, laplace_loss
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, effective_scale
+from dpsynth.offline._linalg import covariance, matmul, symmetric_eigh
 from dpsynth.offline.pmm import checked_input, pmm_depth, pmm_scales, pmm_synthesize
 from dpsynth.offline.psmm import MAX_GRID_CELLS, psmm_measure
 
@@ -99,7 +104,7 @@ def private_covariance(x: Points, epsilon: float, noise: KeyedNoise,
                        ) -> tuple[np.ndarray, float]:
     """Alg 6: M̂ = M + A (symmetric; scale 2σ on the diagonal, σ off it); returns (M̂, loss)."""
     n, d = x.shape
-    cov = np.cov(x, rowvar=False, ddof=1).reshape(d, d)
+    cov = covariance(np.ascontiguousarray(x, dtype=np.float64))
     iu = np.triu_indices(d)
     weights = np.where(iu[0] == iu[1], 2.0, 1.0)  # A_ii = 2λ_ii
     released, loss = _grid_laplace(cov[iu], 6.0 / n, weights, epsilon, noise, context)
@@ -130,7 +135,7 @@ def projection_cube(basis: np.ndarray, centre: np.ndarray, region: str) -> tuple
                                                                                  float]:
     """Lower corner and side of a public cube containing V̂^T([0,1]^d − centre)."""
     if region == "paper":
-        radius = math.sqrt(basis.shape[0]) + float(np.linalg.norm(centre))  # (4.17)
+        radius = math.sqrt(basis.shape[0]) + math.sqrt(math.fsum(centre * centre))  # (4.17)
         return np.full(basis.shape[1], -radius), 2.0 * radius
     lo = np.minimum(basis * (0.0 - centre)[:, None], basis * (1.0 - centre)[:, None]).sum(0)
     hi = np.maximum(basis * (0.0 - centre)[:, None], basis * (1.0 - centre)[:, None]).sum(0)
@@ -179,13 +184,13 @@ def lowdim_release(
     split = lowdim_split(epsilon)
     noise = KeyedNoise(key)
     m_hat, cov_loss = private_covariance(x, split["covariance"], noise)
-    eigenvalues, vectors = np.linalg.eigh(m_hat)
+    eigenvalues, vectors = symmetric_eigh(m_hat)
     eigenvalues, vectors = eigenvalues[::-1], vectors[:, ::-1]  # largest algebraic first
     k = adaptive_dim(eigenvalues, epsilon, n, max_dim) if target_dim is None else target_dim
     basis = vectors[:, :k]
     centre, mean_loss = private_mean(x, split["mean"], noise)
     lower, side = projection_cube(basis, centre, region)
-    unit = np.clip(((x - centre) @ basis - lower) / side, 0.0, 1.0)
+    unit = np.clip((matmul(x - centre, basis) - lower) / side, 0.0, 1.0)
     use_pmm = subroutine == "pmm" or (subroutine == "auto" and k == 2)
     eps_syn = split["synthesis"]
     if use_pmm:
@@ -200,7 +205,7 @@ def lowdim_release(
         synth, syn_loss = res.points, float(res.metadata["privacy_loss"])
     total = check_composition({"covariance": cov_loss, "mean": mean_loss,
                                "synthesis": syn_loss}, epsilon, name="lowdim (Alg 5)")
-    y = np.clip(centre + (lower + synth * side) @ basis.T, 0.0, 1.0)
+    y = np.clip(centre + matmul(lower + synth * side, np.ascontiguousarray(basis.T)), 0.0, 1.0)
     metadata = {"method": "lowdim", "epsilon": float(epsilon), "neighbours": "replace",
                 "d": d, "target_dim": k, "adaptive": target_dim is None,
                 "subroutine": "pmm" if use_pmm else "psmm", "region": region,
