@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import uuid
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -23,6 +24,7 @@ import pytest
 
 from dpsynth.stream.codecs import decode_dead_letter
 from dpsynth.testing.kafka import (
+    Topics,
     WorkerProcess,
     create_topics,
     encode_records,
@@ -73,6 +75,17 @@ def _garbage() -> list[tuple[str, bytes | None]]:
     ]
 
 
+def _read_through(bootstrap: str, topics: Topics, tmp_path: Path, last: int) -> dict:
+    """Run a worker until its committed watermark is ``last``; its final metrics."""
+    env = worker_env(bootstrap, topics, write_schema(tmp_path / "schema.json"),
+                     tmp_path / "data", tick_seconds=0)
+    with WorkerProcess(env, tmp_path / "worker.log") as worker:
+        metrics = worker.wait_for(
+            lambda m: m.get("dpsynth_watermark", {}).get("0") == last, timeout_s=300)
+        assert worker.alive
+    return metrics
+
+
 def _check_letters(dead: list[dict], values: dict[int, bytes | None], topic: str) -> None:
     for letter in dead:
         raw = values[letter["offset"]]
@@ -99,12 +112,7 @@ def test_garbage_of_every_kind_is_dead_lettered_and_the_partition_moves_on(
     topics = unique_topics("garbage")
     create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
     produce_messages(kafka_bootstrap, topics.input, ((0, v) for v in values))
-    env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data", tick_seconds=0)
-    with WorkerProcess(env, tmp_path / "worker.log") as worker:
-        metrics = worker.wait_for(
-            lambda m: m.get("dpsynth_watermark", {}).get("0") == len(values) - 1, timeout_s=180)
-        assert worker.alive
+    metrics = _read_through(kafka_bootstrap, topics, tmp_path, len(values) - 1)
     assert metrics["dpsynth_t"]["0"] == len(good)
     assert metrics["dpsynth_dead_lettered_messages_total"]["0"] == len(garbage)
     dead = [decode_dead_letter(r.value) for r in read_topic(kafka_bootstrap, topics.dead_letter)]
@@ -160,12 +168,7 @@ def test_1_10_and_50_mb_messages_are_dead_lettered_and_the_partition_moves_on(
     _big_topic(kafka_bootstrap, topics.input)
     create_topics(kafka_bootstrap, {topics.output: 1, topics.dead_letter: 1})
     _produce_large(kafka_bootstrap, topics.input, values)
-    env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data", tick_seconds=0)
-    with WorkerProcess(env, tmp_path / "worker.log") as worker:
-        metrics = worker.wait_for(
-            lambda m: m.get("dpsynth_watermark", {}).get("0") == len(values) - 1, timeout_s=300)
-        assert worker.alive
+    metrics = _read_through(kafka_bootstrap, topics, tmp_path, len(values) - 1)
     assert metrics["dpsynth_t"]["0"] == len(good)
     records = read_topic(kafka_bootstrap, topics.dead_letter)
     assert all(len(r.value) < 70_000 for r in records)

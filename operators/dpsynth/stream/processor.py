@@ -116,6 +116,7 @@ class PartitionProcessor:
         self._releases: list[tuple[Any, float, float]] = []
         self._unacked = 0
         self._published = False  # releases published since the last state commit
+        self._in_flight: list[tuple[float, int]] = []  # produced, not yet acknowledged
         self._last_commit = time.monotonic()
         self._set_gauges()
 
@@ -178,12 +179,13 @@ class PartitionProcessor:
         """
         if self.checkpoint_due() or self._commit_due(idle=idle):
             self.commit()
-        elif self.releases_due():
+        elif self.releases_due() or self._in_flight:
             self.publish()
         return self.committed
 
     def _commit_due(self, now: float | None = None, *, idle: bool = False) -> bool:
-        if not (self._releases or self._published) or self.watermark == self.committed:
+        if (not (self._releases or self._in_flight or self._published)
+                or self.watermark == self.committed):
             return False
         now = time.monotonic() if now is None else now
         return idle or now - self._last_commit >= self.config.state_commit_interval_s
@@ -292,8 +294,8 @@ class PartitionProcessor:
             if self.synth.until_release() != config.release_every:
                 self.crash.reached("mid_tick")  # records of an open step or tick
             first, start = last + 1, end
-            if first < len(new) and self.releases_due(done):
-                self.commit() if self._commit_due(done) else self.publish()
+            if first < len(new) and self.releases_due(done):  # latency: publish mid-batch
+                self.commit() if self._commit_due(done) else self.publish(wait=False)
 
     def checkpoint_due(self, now: float | None = None) -> bool:
         """True when processed messages wait too long (or are too many) for a state commit."""
@@ -312,14 +314,13 @@ class PartitionProcessor:
         now = time.monotonic() if now is None else now
         return now - self._releases[0][2] >= self.config.release_linger_s
 
-    def publish(self) -> None:
-        """Produce the pending releases and wait until the broker has them all (and every dead
-        letter). The state is not committed: after a crash the same releases are recomputed
-        from the last committed state and published again, byte-identical (derived noise), so
-        consumers drop them as duplicates; only the state commit moves the watermark."""
+    def publish(self, *, wait: bool = True) -> None:
+        """Produce the pending releases; with ``wait``, wait until the broker has every record
+        produced so far (releases and dead letters). The state is not committed: after a crash
+        the same releases are recomputed from the last committed state and published again,
+        byte-identical (derived noise), so consumers drop them as duplicates."""
         p, config = self.partition, self.config
-        records_sent = 0
-        for position, (release, _, _) in enumerate(self._releases):
+        for position, (release, arrived, _) in enumerate(self._releases):
             sequence, records = self.synth.encode(
                 release, run_id=config.run_id, partition=p,
                 max_chunk_bytes=config.release_max_record_bytes,
@@ -334,17 +335,24 @@ class PartitionProcessor:
                 records = records[half:]
             for record in records:
                 self.sink.send(config.output_topic, key, record)
-            records_sent += len(records)
-        self.sink.flush()  # every release record and dead letter is on the broker now
-        delivered = time.monotonic()
-        for _release, arrived, _ in self._releases:
-            self.metrics.observe("release_latency_seconds", p, max(delivered - arrived, 0.0))
-        if self._releases:
-            self.metrics.inc("releases", p, len(self._releases))
-            self.metrics.inc("release_records", p, records_sent)
-            self.crash.reached("after_release_produced")
-            self._published = True
+            self._in_flight.append((arrived, len(records)))
         self._releases = []
+        if wait:
+            self._delivered()
+
+    def _delivered(self) -> None:
+        """Wait for the broker's acknowledgement of everything produced; count the releases."""
+        self.sink.flush()  # every release record and dead letter is on the broker now
+        if not self._in_flight:
+            return
+        p, delivered = self.partition, time.monotonic()
+        for arrived, _ in self._in_flight:
+            self.metrics.observe("release_latency_seconds", p, max(delivered - arrived, 0.0))
+        self.metrics.inc("releases", p, len(self._in_flight))
+        self.metrics.inc("release_records", p, sum(n for _, n in self._in_flight))
+        self._in_flight = []
+        self.crash.reached("after_release_produced")
+        self._published = True
 
     def commit(self) -> int:
         """Publish pending releases, then commit state and watermark atomically."""
