@@ -544,7 +544,13 @@ cmd_cluster_start() {
 }
 
 cmd_cluster_stop_locked() {
-  local i
+  local i pid
+  # SIGTERM to every node at once: one by one, the last nodes would wait for a quorum that is
+  # already gone before their controlled shutdown gives up
+  for ((i = 1; i <= NODES; i++)); do
+    use_node "$i"
+    if pid=$(running_pid); then kill -TERM "$pid" 2>/dev/null || true; fi
+  done
   for ((i = 1; i <= NODES; i++)); do
     use_node "$i"
     if [[ -d $RUN_DIR ]]; then cmd_stop_locked; fi
