@@ -106,6 +106,10 @@ class Operator:
         return {partition: proc.settle(idle=idle)
                 for partition, proc in list(self.processors.items())}
 
+    def commit_all(self) -> dict[int, int]:
+        """Publish and commit every partition's processed input (a graceful stop)."""
+        return {partition: proc.commit() for partition, proc in list(self.processors.items())}
+
     def write_markers(self, now_s: float | None = None) -> None:
         """One tick marker per owned input partition and period (privacy: P11).
 

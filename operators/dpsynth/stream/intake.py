@@ -134,6 +134,9 @@ class InputLoop:
                 self.operator.write_markers()
                 self._observe(consumer)
                 self._log_waiting()
+            # a graceful stop (SIGTERM): commit what was processed, so that a restart re-reads
+            # and re-publishes nothing (a kill -9 leaves that work to the restart instead)
+            self._commit_offsets(self.operator.commit_all(), sync=True)
         finally:
             self._commit_offsets(self._watermarks(), sync=True)
             consumer.close()
