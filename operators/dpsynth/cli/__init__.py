@@ -15,6 +15,9 @@ Layer: adapter (the core never imports it). Commands:
     sliced lower), the i.i.d. floor and range-query errors.
 ``dpsynth offline --input FILE [--schema S] --mechanism pmm|psmm|lowdim --out OUT.csv|.ndjson``
     One offline ε-DP synthetic copy of a file (:mod:`dpsynth.cli.offline`, docs/offline.md).
+``dpsynth topics create [--partitions P] [--replication-factor R]``
+    The worker's three topics with partitions, replication, retention and size limits that fit
+    releases (:mod:`dpsynth.cli.topics_create`).
 ``dpsynth topics export --topic T [--out FILE]`` and ``dpsynth topics import FILE [--topic T]``
     A topic (synthetic, raw or dead-letter) to a recording file and back
     (:mod:`dpsynth.cli.topics_io`, ``schemas/recording.v1.json``).
