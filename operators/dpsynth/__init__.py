@@ -8,6 +8,7 @@ DP core never imports Kafka, Faust or the adapters, and its only source of rando
 layer (top to bottom)                          owns
 =============================================  ================================================
 ``cli``                                        the ``dpsynth`` command, one module per group
+``audit``                                      the neighbour audit of every entry point (P14)
 ``stream``                                     the Kafka worker (Faust, RocksDB, confluent-kafka)
 ``testing``                                    pytest plugin, broker launcher, recorded topics
 ``settings`` · ``client``                      settings model · consumer library, recordings
@@ -19,7 +20,7 @@ layer (top to bottom)                          owns
 ``counters`` · ``accounting`` · ``bounding``   Binary Mechanism, Sparse Counting (Alg 2),
                                                Inhomogeneous Sparse Counting (Alg 3) · ε
                                                schedules, worst-case loss, composition ·
-                                               per-user contribution bounds (P14)
+                                               per-user contribution bounds (P15)
 ``noise``                                      keyed ChaCha20 streams, exact discrete Laplace
 leaves                                         ``errors``, ``schema``, ``clipping``,
                                                ``tree``, ``clock``, ``consistency``, ``state``

@@ -134,7 +134,7 @@ def config_error(error: ValidationError, fixes: Mapping[str, str] | None = None,
 Mechanism = Annotated[str, choice((AUTO, *MECHANISMS))]
 #: The neighbour notion.
 Neighbours = Annotated[str, choice(NEIGHBOUR_NOTIONS)]
-#: The privacy unit (docs/privacy.md P14).
+#: The privacy unit (docs/privacy.md P15).
 PrivacyUnit = Annotated[str, choice(PRIVACY_UNITS, lower=True)]
 #: An optional bound on a user's records: unset, or an integer in [1, MAX_CONTRIBUTIONS].
 Bound = Annotated[int | None, optional_integer(1, MAX_CONTRIBUTIONS)]

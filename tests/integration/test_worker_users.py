@@ -1,4 +1,4 @@
-"""The privacy unit "user" on a real broker and RocksDB (docs/privacy.md P14).
+"""The privacy unit "user" on a real broker and RocksDB (docs/privacy.md P15).
 
 Records are produced keyed by user id through librdkafka's ``murmur2_random`` partitioner
 (Kafka's default for keyed records) into a two-partition input topic; one heavy user sends
@@ -79,7 +79,7 @@ def _produce(bootstrap: str, topic: str, rows: list[tuple[str, float, float]]) -
     return landed
 
 
-def test_P14_sigkill_inside_a_heavy_users_records_never_lets_it_exceed_k(kafka_bootstrap,
+def test_P15_sigkill_inside_a_heavy_users_records_never_lets_it_exceed_k(kafka_bootstrap,
                                                                          tmp_path):
     rows = _stream(4000, 3000, seed=16)
     topics = unique_topics("users")

@@ -1,4 +1,4 @@
-"""Contribution bounding (docs/privacy.md P14): keyed user ids, the first k records per user."""
+"""Contribution bounding (docs/privacy.md P15): keyed user ids, the first k records per user."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def reference_admit(users: list[int], steps: list[int], k: int, c: int | None) -
 
 
 @pytest.mark.parametrize("k,c", [(1, None), (3, None), (16, None), (4, 1), (5, 2)])
-def test_P14_the_first_k_records_of_each_user_count(k: int, c: int | None) -> None:
+def test_P15_the_first_k_records_of_each_user_count(k: int, c: int | None) -> None:
     rng = np.random.default_rng(k)
     users = rng.zipf(1.5, 6000) % 700  # a heavy head and a long tail
     steps = np.repeat(np.arange(12), 500)
@@ -84,9 +84,9 @@ def test_P14_the_first_k_records_of_each_user_count(k: int, c: int | None) -> No
     assert bounds.dropped == int((~got).sum()) and bounds.users == len(np.unique(users))
 
 
-def test_P14_removing_a_user_changes_no_other_records_fate() -> None:
+def test_P15_removing_a_user_changes_no_other_records_fate() -> None:
     """Stability: bounding maps a user-level neighbour to a stream that differs only in that
-    user's records (the premise of P14's group-privacy argument)."""
+    user's records (the premise of P15's group-privacy argument)."""
     rng = np.random.default_rng(3)
     users = rng.zipf(1.3, 5000) % 300
     heaviest = np.bincount(users).argmax()

@@ -1,4 +1,4 @@
-"""``dpsynth run`` under the privacy unit "user" (docs/privacy.md P14): columns and refusals."""
+"""``dpsynth run`` under the privacy unit "user" (docs/privacy.md P15): columns and refusals."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _run(*args: str) -> tuple[int, str]:
     return result.exit_code, " ".join(result.output.split())  # rich wraps long lines
 
 
-def test_P14_a_file_with_a_user_column_is_bounded_per_user(tmp_path: Path) -> None:
+def test_P15_a_file_with_a_user_column_is_bounded_per_user(tmp_path: Path) -> None:
     """"007" and "7" are two users: the column is read as text, never as a number."""
     users = ["007"] * 600 + ["7"] * 600 + [f"u{i}" for i in range(800)]
     data = _csv(tmp_path / "in.csv", 2000, users)
@@ -51,7 +51,7 @@ def test_P14_a_file_with_a_user_column_is_bounded_per_user(tmp_path: Path) -> No
     assert "007" not in output and "u17" not in output
 
 
-def test_P14_the_schema_may_declare_the_user_column(tmp_path: Path) -> None:
+def test_P15_the_schema_may_declare_the_user_column(tmp_path: Path) -> None:
     data = _csv(tmp_path / "in.csv", 1500, [f"u{i % 300}" for i in range(1500)])
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps({"version": 1, "user_column": "person", "columns": [
@@ -66,7 +66,7 @@ def test_P14_the_schema_may_declare_the_user_column(tmp_path: Path) -> None:
     assert code == 0 and "1,500 records accepted" in output
 
 
-def test_P14_user_level_add_remove_steps_from_a_time_column(tmp_path: Path) -> None:
+def test_P15_user_level_add_remove_steps_from_a_time_column(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     rows = ["x,y,person,ts"] + [f"{x:.3f},{y:.3f},p{rng.integers(0, 600)},{t}" for (x, y), t in
                                 zip(rng.random((3000, 2)), np.sort(rng.integers(0, 100, 3000)),

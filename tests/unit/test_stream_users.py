@@ -1,4 +1,4 @@
-"""The worker under the privacy unit "user" without a broker (docs/privacy.md P14): the key
+"""The worker under the privacy unit "user" without a broker (docs/privacy.md P15): the key
 check, per-user counts in the store's atomic commit, crashes, and the user cache."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Crash(Exception):
 
 
 @pytest.mark.parametrize("text", sorted(MURMUR2))
-def test_P14_murmur2_is_kafkas(text: str) -> None:
+def test_P15_murmur2_is_kafkas(text: str) -> None:
     assert murmur2(text.encode()) == MURMUR2[text]
 
 
@@ -69,6 +69,7 @@ def config(tmp_path):
         "DPSYNTH_RELEASE_LINGER_S": "0", "DPSYNTH_CHECKPOINT_INTERVAL_S": "3600",
         "DPSYNTH_PRIVACY_UNIT": "user", "DPSYNTH_MAX_CONTRIBUTIONS": str(K),
         "DPSYNTH_INPUT_PARTITIONS": str(PARTITIONS), "DPSYNTH_USER_CACHE_ENTRIES": "50",
+        "DPSYNTH_STATE_COMMIT_INTERVAL_S": "0",  # a state commit with every release
     })
 
 
@@ -97,7 +98,7 @@ def _expected(points: np.ndarray, users: list[str]) -> dict:
     return {(OWN, s): r for s, r in per_sequence.items()}
 
 
-def test_P14_the_worker_bounds_users_as_the_embedded_engine_does(config):
+def test_P15_the_worker_bounds_users_as_the_embedded_engine_does(config):
     rng = np.random.default_rng(1)
     users = own_users(4000, 1)
     points = rng.random((4000, 2))
@@ -117,7 +118,7 @@ def test_P14_the_worker_bounds_users_as_the_embedded_engine_does(config):
     proc.close()
 
 
-def test_P14_foreign_unkeyed_and_mismatched_messages_are_dead_lettered(config):
+def test_P15_foreign_unkeyed_and_mismatched_messages_are_dead_lettered(config):
     other = next(f"u{i}" for i in range(100) if partition_of(f"u{i}".encode(), PARTITIONS) != OWN)
     mine = next(f"u{i}" for i in range(100) if partition_of(f"u{i}".encode(), PARTITIONS) == OWN)
     values = [msgpack.packb({"x": 0.1, "y": 0.2, "uid": u}) for u in (other, mine, mine, "zz")]
@@ -152,7 +153,7 @@ def test_routing_without_a_user_column_takes_the_key_as_the_id() -> None:
 @pytest.mark.parametrize(("point", "visit"), [
     ("mid_tick", 3), ("mid_release", 2), ("after_release_produced", 2),
     ("after_state_commit_before_ack", 1), ("after_state_commit_before_ack", 3)])
-def test_P14_a_crash_never_lets_a_user_exceed_k(config, point, visit):
+def test_P15_a_crash_never_lets_a_user_exceed_k(config, point, visit):
     """A heavy user's records keep arriving around each crash; after the restart the store
     holds exactly its first K, and the releases are the embedded engine's."""
     rng = np.random.default_rng(7)
@@ -173,7 +174,7 @@ def test_P14_a_crash_never_lets_a_user_exceed_k(config, point, visit):
     restarted.close()
 
 
-def test_P14_the_store_commits_user_counts_with_the_watermark(tmp_path):
+def test_P15_the_store_commits_user_counts_with_the_watermark(tmp_path):
     keys = np.array([[1, 3], [5, 7], [9, 11]], np.uint64)
     with PartitionStore(tmp_path / "p0", partition=0, run_id="r", sync=False) as store:
         store.commit(b"s" * 10, watermark=4, t=3, sequence=0, config={},

@@ -1,4 +1,4 @@
-"""The privacy unit "user" of OnlineSynthesizer (docs/privacy.md P14)."""
+"""The privacy unit "user" of OnlineSynthesizer (docs/privacy.md P15)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ SOUND = [("adaptive", "replace"), ("blocks", "replace"), ("accurate", "replace")
 
 @pytest.mark.parametrize("mechanism,neighbours", SOUND)
 @pytest.mark.parametrize("k,epsilon", [(1, 0.5), (4, 1.0), (16, 10.0), (64, 4.0), (64, 1e4)])
-def test_P14_user_loss_is_k_times_the_per_record_loss_and_at_most_epsilon(
+def test_P15_user_loss_is_k_times_the_per_record_loss_and_at_most_epsilon(
         mechanism: str, neighbours: str, k: int, epsilon: float) -> None:
     synth = user_synth(mechanism=mechanism, neighbours=neighbours, max_contributions=k,
                        epsilon=epsilon)
@@ -42,13 +42,13 @@ def test_P14_user_loss_is_k_times_the_per_record_loss_and_at_most_epsilon(
 
 
 @pytest.mark.parametrize("mechanism", ["accurate", "paper"])
-def test_P14_record_count_time_under_user_add_remove_is_refused_naming_what_works(
+def test_P15_record_count_time_under_user_add_remove_is_refused_naming_what_works(
         mechanism: str) -> None:
     with pytest.raises(ConfigError, match="'adaptive' or 'blocks' with either notion"):
         user_synth(mechanism=mechanism, neighbours="add_remove")
 
 
-def test_P14_records_over_the_bound_never_reach_a_release() -> None:
+def test_P15_records_over_the_bound_never_reach_a_release() -> None:
     """A heavy user's records beyond the first k change nothing: byte-identical releases."""
     points, users = stream(6000, 300, 1)
     extra = np.random.default_rng(2).random((2000, 2))
@@ -64,7 +64,7 @@ def test_P14_records_over_the_bound_never_reach_a_release() -> None:
     assert b.dropped == a.dropped + 2000 and a.t == b.t
 
 
-def test_P14_metadata_names_the_unit_and_k_but_no_user_or_dropped_count() -> None:
+def test_P15_metadata_names_the_unit_and_k_but_no_user_or_dropped_count() -> None:
     points, users = stream(3000, 200, 3)
     synth = user_synth(max_contributions=8, max_contributions_per_step=2, release_every=200)
     release = synth.extend(points, users=users)[-1]
@@ -78,7 +78,7 @@ def test_P14_metadata_names_the_unit_and_k_but_no_user_or_dropped_count() -> Non
     assert not USER_FIELDS & set(record)  # record-level metadata unchanged (golden hashes)
 
 
-def test_P14_add_remove_releases_carry_no_count_of_users_or_records() -> None:
+def test_P15_add_remove_releases_carry_no_count_of_users_or_records() -> None:
     points, users = stream(4000, 100, 4)
     a = user_synth(neighbours="add_remove")
     a.add(points, users=users)

@@ -3,7 +3,7 @@
 Layer: core. :mod:`~dpsynth.accounting.schedules` — the HVZ schedules ε_{j,r} and the worst-case
 loss of one replaced record, refused above ε before anything is released (docs/privacy.md P1);
 :mod:`~dpsynth.accounting.composition` — select–measure–fit step budgets and summed losses;
-:mod:`~dpsynth.accounting.units` — the privacy unit (record or user) and the user-level loss (P14).
+:mod:`~dpsynth.accounting.units` — the privacy unit (record or user) and the user-level loss (P15).
 """
 
 from __future__ import annotations

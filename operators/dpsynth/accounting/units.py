@@ -1,11 +1,11 @@
-"""The privacy unit: one record, or one user with at most k counted records (P14).
+"""The privacy unit: one record, or one user with at most k counted records (P15).
 
 Layer: core. Under ``privacy_unit="user"`` the configured ε is the loss of one *user*: every
 record of one user added or removed (or, under replacement, changed). Contribution bounding
 (:mod:`dpsynth.bounding`) keeps at most k records per user and is stable — removing a user's
 records changes no other record's fate — so two user-level neighbours become two streams that
 differ in at most k records of that user, and the mechanism's per-record guarantee composes over
-them (group privacy): loss ≤ k · (per-record loss). docs/privacy.md P14 proves it and shows
+them (group privacy): loss ≤ k · (per-record loss). docs/privacy.md P15 proves it and shows
 that for dpsynth's mechanisms no smaller bound holds in general, so the mechanisms are
 calibrated per record at ε/k.
 
@@ -27,7 +27,7 @@ __all__ = ["PRIVACY_UNITS", "record_epsilon", "user_level_loss"]
 
 
 def record_epsilon(epsilon: float, max_contributions: int) -> float:
-    """The per-record budget ε/k that makes a user of at most k records cost ε (P14)."""
+    """The per-record budget ε/k that makes a user of at most k records cost ε (P15)."""
     epsilon = _check_epsilon(epsilon)
     k = _check_level("max_contributions", max_contributions, 1)
     return epsilon / k
@@ -45,7 +45,7 @@ def user_level_loss(record_loss: float, max_contributions: int, *, epsilon: floa
     """
     epsilon = _check_epsilon(epsilon)
     k = _check_level("max_contributions", max_contributions, 1)
-    loss = k * float(record_loss)  # privacy: P14 (group privacy over k bounded records)
+    loss = k * float(record_loss)  # privacy: P15 (group privacy over k bounded records)
     if loss > epsilon * (1 + _BUDGET_RTOL):
         shown, limit = _fmt_pair(loss, epsilon)
         raise BudgetExceededError(

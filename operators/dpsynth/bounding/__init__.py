@@ -1,4 +1,4 @@
-"""Contribution bounding for the privacy unit "user" (docs/privacy.md P14).
+"""Contribution bounding for the privacy unit "user" (docs/privacy.md P15).
 
 Layer: core. :mod:`~dpsynth.bounding.ids` turns a declared user id into a 128-bit keyed hash
 (SipHash-2-4 under subkeys of the run key); :mod:`~dpsynth.bounding.table` keeps each user's

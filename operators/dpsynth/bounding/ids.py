@@ -8,10 +8,10 @@ then replaced by two SipHash-2-4 values (Aumasson–Bernstein 2012, a pseudorand
 128-bit key) under two independent subkeys of the run's key: 128 bits per user, which is all the
 contribution bounds ever store, so the state does not reveal ids to anyone without the key.
 
-Collisions (privacy: P14): the low bit of the second word is set (0 marks an empty slot of the
+Collisions (privacy: P15): the low bit of the second word is set (0 marks an empty slot of the
 bounds' table), leaving 127 bits, so two users of one partition share a hash with probability
 at most N²·2^-128 for N users (a random function under the PRF assumption); only then could one
-user's records use another's quota. docs/privacy.md P14 turns that into the δ of the guarantee.
+user's records use another's quota. docs/privacy.md P15 turns that into the δ of the guarantee.
 
 >>> canonical_id("ab"), canonical_id(42), canonical_id(b"42"), canonical_id(1.5)
 (b'ab', b'42', b'42', None)

@@ -3,7 +3,7 @@
 Layer: core. The schema's ``user_column`` (``schemas/record-schema.v1.json``) names the field
 holding each record's user; a record whose id is missing or not a string or an integer is
 rejected like any invalid record (a reason naming the field and the rule, never the value), and
-so is one whose point is invalid. Only valid records are bounded and counted (P14).
+so is one whose point is invalid. Only valid records are bounded and counted (P15).
 
 >>> from dpsynth.schema import Column, Schema
 >>> schema = Schema((Column("x", 0, 10),), user_column="uid")

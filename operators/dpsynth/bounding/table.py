@@ -7,13 +7,13 @@ decides for a batch of records, in order, which count: a record counts iff its u
 than k counted records so far (and fewer than c in this step). The decision depends only on the
 user's own earlier records and on public step boundaries, never on another user: removing one
 user's records leaves every other record's decision unchanged, which is what makes user-level
-neighbours map to record-level ones (docs/privacy.md P14). It is a function of the input order
+neighbours map to record-level ones (docs/privacy.md P15). It is a function of the input order
 alone, so a replay, a restart from a snapshot, or a rebuilt partition drops exactly the same
 records.
 
 Memory: 19 bytes per slot (29 with a per-step cap) at a load of at most 3/4. A slot holds the
 two hash words side by side (one cache line per probe); the low bit of the second word is set
-on the way in, so 0 marks an empty slot (127 of the 128 bits remain: P14's collision bound
+on the way in, so 0 marks an empty slot (127 of the 128 bits remain: P15's collision bound
 uses 2^-127). The worker keeps only
 the users it met since the last eviction in memory and the rest in RocksDB: it sets a
 ``resolver`` that reads missing users from the store, and writes :meth:`take_changes` in the
@@ -62,7 +62,7 @@ Resolver = Callable[[UserKeys], UserCounts]
 
 
 class ContributionBounds:
-    """The first ``max_contributions`` records of each user count (P14); later ones are dropped.
+    """The first ``max_contributions`` records of each user count (P15); later ones are dropped.
 
     Parameters
     ----------
@@ -125,7 +125,7 @@ class ContributionBounds:
         out = np.empty(len(keys), np.bool_)
         self._size += _admit(self._keys, self._counts, self._steps, self._step_counts,
                              self._dirty, keys, np.int64(step), self.max_contributions,
-                             self.per_step or 0, out)  # privacy: P14 (first k per user)
+                             self.per_step or 0, out)  # privacy: P15 (first k per user)
         self.dropped += int(len(out) - out.sum())
         return out
 

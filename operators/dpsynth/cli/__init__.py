@@ -15,9 +15,14 @@ Layer: adapter (the core never imports it). Commands:
     sliced lower), the i.i.d. floor and range-query errors.
 ``dpsynth offline --input FILE [--schema S] --mechanism pmm|psmm|lowdim --out OUT.csv|.ndjson``
     One offline ε-DP synthetic copy of a file (:mod:`dpsynth.cli.offline`, docs/offline.md).
+``dpsynth topics create [--partitions P] [--replication-factor R]``
+    The worker's three topics with partitions, replication, retention and size limits that fit
+    releases (:mod:`dpsynth.cli.topics_create`).
 ``dpsynth topics export --topic T [--out FILE]`` and ``dpsynth topics import FILE [--topic T]``
     A topic (synthetic, raw or dead-letter) to a recording file and back
     (:mod:`dpsynth.cli.topics_io`, ``schemas/recording.v1.json``).
+``dpsynth audit [PATTERN …] [--keys N]``
+    The neighbour audit of every public entry point (:mod:`dpsynth.cli.audit`, P14).
 ``dpsynth demo [--out DIR] [--ticks N]``
     The counters of one tree level on a generated stream (the first end-to-end demo, kept).
 
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import click
 
+from dpsynth.cli.audit import audit
 from dpsynth.cli.consume import consume
 from dpsynth.cli.demo import demo
 from dpsynth.cli.inspect import evaluate, inspect
@@ -64,7 +70,7 @@ def main() -> None:
 
 
 for command in (run, inspect, evaluate, demo, offline, tabular, worker, produce, consume,
-                topics):
+                topics, audit):
     main.add_command(command)
 #: ``dpsynth snapshot``: the offline command's name before 0.2 ("snapshot" now means saved state).
 main.add_command(click.Command("snapshot", callback=offline.callback, params=offline.params,

@@ -56,15 +56,16 @@ def check_topics(config: WorkerConfig, timeout_s: float = 20.0) -> dict[str, int
         info = metadata.topics.get(topic)
         if info is None or info.error is not None:
             raise ConfigError(
-                f"{variable} ({topic!r}) does not exist on the broker: create it (the raw-events "
-                "topic with one partition per worker you plan to run), or fix the name"
+                f"{variable} ({topic!r}) does not exist on the broker: create the worker's topics "
+                "with `dpsynth topics create --partitions P` (P: one raw-events partition per "
+                "worker you plan to run), or fix the name"
             )
         out[topic] = len(info.partitions)
     return out
 
 
 def with_input_partitions(config: WorkerConfig, partitions: int) -> WorkerConfig:
-    """The configuration with the input topic's partition count (privacy unit "user", P14).
+    """The configuration with the input topic's partition count (privacy unit "user", P15).
 
     A declared ``DPSYNTH_INPUT_PARTITIONS`` must match the topic: a user's partition is
     murmur2(key) modulo that count, so it may never change during a run.

@@ -26,11 +26,16 @@ MARKER_KEY = "__dpsynth_tick__"
 VALUES = {
     "synthetic": "dpsynth release records, msgpack (schemas/release.v1.json)",
     "raw": "raw events, msgpack: a map or an array of maps; and dpsynth tick markers",
-    "dead-letter": "dpsynth dead letters, msgpack, format 1 (docs/operator.md)",
+    "dead-letter": "dpsynth dead letters, msgpack, format 2 (docs/operator.md)",
     "other": None,
 }
 _RELEASE_KINDS = frozenset(("header", "chunk", "end"))
-_DEAD_LETTER_KEYS = frozenset(("format", "topic", "partition", "offset", "reason", "raw"))
+#: The keys every dead letter carries, by its ``format`` (1: the whole payload in ``raw``; 2, since
+#: issue 15: bounded, its length, digest and an optional prefix — dpsynth.stream.codecs).
+_DEAD_LETTER_KEYS = {
+    1: frozenset(("format", "topic", "partition", "offset", "reason", "raw")),
+    2: frozenset(("format", "topic", "partition", "offset", "reason", "length", "sha256")),
+}
 #: Header metadata copied into a recording's ``release`` (public: every release carries them).
 _RELEASE_METADATA = ("epsilon", "neighbours", "schedule", "method", "key_fingerprint")
 
@@ -61,7 +66,7 @@ def classify(value: bytes | None) -> tuple[str, dict[str, Any] | None]:
             return "synthetic", data
         if MARKER_KEY in data:
             return "raw", data
-        if data.get("format") == 1 and _DEAD_LETTER_KEYS <= data.keys():
+        if _DEAD_LETTER_KEYS.get(data.get("format"), {"?"}) <= data.keys():
             return "dead-letter", None
         return "raw", None
     if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):

@@ -93,7 +93,7 @@ class OnlineSynthesizer:
         user at once; each record then needs its user's id (``users=`` of :meth:`extend` and
         :meth:`add`), and only the first ``max_contributions`` records of each user count
         (at most ``max_contributions_per_step`` per step, if set); the mechanism runs at ε/k
-        per record (docs/privacy.md P14).
+        per record (docs/privacy.md P15).
 
     Examples
     --------
@@ -138,7 +138,7 @@ class OnlineSynthesizer:
         self.current_shape = current_shape
         self.privacy_unit = privacy_unit
         self._noise = KeyedNoise(key)
-        self.users = None if privacy_unit == "record" else UserLevel(  # privacy: P14
+        self.users = None if privacy_unit == "record" else UserLevel(  # privacy: P15
             self.epsilon, max_contributions, max_contributions_per_step, self._noise)
         record_epsilon = self.epsilon if self.users is None else self.users.record_epsilon
         self.clock = TickClock(epsilon=record_epsilon, release_every=release_every)
@@ -151,7 +151,7 @@ class OnlineSynthesizer:
         self.mechanism = self._mechanism.name
         self.fresh = float(self._mechanism.params.get("fresh", 0.0))
         self.worst_case_loss = self._mechanism.worst_case_loss
-        if self.users is not None:  # privacy: P14 (k × the per-record loss, ≤ ε)
+        if self.users is not None:  # privacy: P15 (k × the per-record loss, ≤ ε)
             self.worst_case_loss = self.users.loss(self.worst_case_loss)
         self.schedule_params = dict(self._mechanism.params)
         self.placement_seed = self._noise.placement_seed()  # public: keys placement only
@@ -216,7 +216,7 @@ class OnlineSynthesizer:
         pts = self._validate(points)
         releases: list[Release] = []
         for chunk in (refuse_users(pts, users) if self.users is None else
-                      self.users.admitted(pts, users, self)):  # privacy: P14
+                      self.users.admitted(pts, users, self)):  # privacy: P15
             releases += self._extend_addresses(self._route(chunk))
         return releases
 
@@ -248,7 +248,7 @@ class OnlineSynthesizer:
             raise ConfigError("add() needs mechanism='adaptive' or 'blocks' (steps on a public "
                               "clock); other mechanisms take records through extend()")
         pts = self._validate(points)
-        pts, = (refuse_users(pts, users) if self.users is None else  # privacy: P14
+        pts, = (refuse_users(pts, users) if self.users is None else  # privacy: P15
                 self.users.admitted(pts, users, self, by_count=False))
         addresses = self._route(pts)
         self._mechanism.add(addresses)
@@ -294,7 +294,9 @@ class OnlineSynthesizer:
             leaf_counts=leaf_counts,
             metadata=self.metadata(depth, size),
             placement_seed=self.placement_seed,
+            occupied=getattr(self._mechanism, "occupied", None),  # sparse form, if it has one
         )
+        assert leaf_counts is not None or self._last.occupied is not None
         return self._last
 
     def metadata(self, depth: int | None = None, size: int | None = None) -> dict[str, Any]:
@@ -321,7 +323,7 @@ class OnlineSynthesizer:
             "placement": self.placement,
             "key_fingerprint": self._noise.fingerprint(),
             **self._mechanism.extra_metadata(),
-            **({} if self.users is None else self.users.metadata()),  # privacy: P14
+            **({} if self.users is None else self.users.metadata()),  # privacy: P15
         }
 
     def release(self) -> Release:
@@ -336,10 +338,10 @@ class OnlineSynthesizer:
         """The whole state as bytes, valid at any point (also mid-tick). No key material.
 
         ``include_users=False`` leaves out the per-user counts (the worker keeps them in its
-        store, written in the same atomic commit: P14).
+        store, written in the same atomic commit: P15).
         """
         entries = self._mechanism.state()
-        users = ({} if self.users is None else  # privacy: P14 (stored apart by the worker)
+        users = ({} if self.users is None else  # privacy: P15 (stored apart by the worker)
                  {"users": self.users.bounds.state() if include_users else None})
         state = {
             "config": {

@@ -1,4 +1,4 @@
-"""The privacy unit "user" of the online synthesizer: bounding, calibration, metadata (P14).
+"""The privacy unit "user" of the online synthesizer: bounding, calibration, metadata (P15).
 
 Layer: core. :class:`UserLevel` is what :class:`~dpsynth.online.synthesizer.OnlineSynthesizer`
 holds when ``privacy_unit="user"``: the contribution bounds (:mod:`dpsynth.bounding`: the first k
@@ -9,7 +9,7 @@ times k, must not exceed ε (:func:`~dpsynth.accounting.units.user_level_loss`).
 Which combinations are sound: under add/remove a user's records may be removed from any steps,
 so time must be public steps (``adaptive``, ``blocks``); ``accurate`` and ``paper`` count time
 in records, which is public only under replacement, where the user-to-position map is public
-too (docs/privacy.md P9, P14).
+too (docs/privacy.md P9, P15).
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ def check_unit(privacy_unit: str, max_contributions: int | None, per_step: int |
     if max_contributions is None:
         raise ConfigError("privacy_unit='user' needs max_contributions=k, the records of one "
                           "user counted over the whole stream (later ones are dropped), e.g. 16")
-    if neighbours == "add_remove" and mechanism not in STEP_MECHANISMS:  # privacy: P14
+    if neighbours == "add_remove" and mechanism not in STEP_MECHANISMS:  # privacy: P15
         raise ConfigError(
             f"privacy_unit='user' with neighbours='add_remove' and mechanism={mechanism!r} is "
             "not sound: its time levels count records, and removing a user's records moves "
             "every later level boundary. Combinations that work: mechanism 'adaptive' or "
             "'blocks' with either notion, or 'accurate' / 'paper' with neighbours='replace' "
-            "(docs/privacy.md P14)"
+            "(docs/privacy.md P15)"
         )
 
 
@@ -71,7 +71,7 @@ def refuse_users(points: np.ndarray, users: Any) -> Iterator[np.ndarray]:
 
 
 class UserLevel:
-    """Contribution bounds and user-level accounting of one synthesizer (privacy: P14).
+    """Contribution bounds and user-level accounting of one synthesizer (privacy: P15).
 
     Parameters
     ----------
@@ -122,7 +122,7 @@ class UserLevel:
 
     def admit(self, keys: UserKeys, step: int) -> np.ndarray:
         """Which records count (the first k of each user; c per step): a bool per record."""
-        return self.bounds.admit(keys, step)  # privacy: P14
+        return self.bounds.admit(keys, step)  # privacy: P15
 
     def admitted(self, points: np.ndarray, users: Any, feed: _Feed, *,
                  by_count: bool = True) -> Iterator[np.ndarray]:

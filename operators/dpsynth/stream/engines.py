@@ -11,7 +11,7 @@ is written to the output topic. Two engines implement it, chosen by ``DPSYNTH_EN
   select-measure-fit synthesizer over a finite domain (:mod:`dpsynth.tabular`), records encoded
   by the domain.
 
-Privacy unit "user" (docs/privacy.md P14, point engine only): :meth:`Engine.split` also checks
+Privacy unit "user" (docs/privacy.md P15, point engine only): :meth:`Engine.split` also checks
 each message's key (:mod:`dpsynth.stream.routing`) and returns each valid row's user; the
 per-user counts live in the partition's store, not in the snapshot: :meth:`Engine.take_user_changes`
 hands the changed ones to the commit, which writes them in the same atomic batch.
@@ -35,9 +35,9 @@ from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import encode_release
 from dpsynth.schema import Schema
 from dpsynth.stream.codecs import BatchResult, split_batch
-from dpsynth.stream.routing import UserRouting
+from dpsynth.stream.routing import USER_CONFIG_VARIABLES, UserRouting, user_bound_config
 from dpsynth.stream.settings import WorkerConfig
-from dpsynth.stream.tabular_engine import open_tabular_engine
+from dpsynth.stream.tabular_engine import open_tabular_engine, tabular_public_config
 
 
 class UserStore(Protocol):
@@ -133,7 +133,7 @@ class PointEngine:
     def split(self, values: Sequence[bytes | None],
               keys: Sequence[bytes | None] | None = None) -> BatchResult:
         """Schema check of every record of the batch (clipping counted, NaN rejected), and
-        under the privacy unit "user" the key check of every message (P14)."""
+        under the privacy unit "user" the key check of every message (P15)."""
         if self.routing is None:
             return split_batch(self.schema, values)
         return self.routing.split(self.schema, values,
@@ -168,7 +168,7 @@ class PointEngine:
         return self.release_every - self.synth.open_records
 
     def snapshot(self) -> bytes:
-        """The synthesizer's snapshot, without per-user counts (stored apart, P14)."""
+        """The synthesizer's snapshot, without per-user counts (stored apart, P15)."""
         return self.synth.snapshot(include_users=False)
 
     def encode(
@@ -209,3 +209,41 @@ def open_engine(config: WorkerConfig, partition: int, snapshot: bytes | None,
                           "reads it from the broker at start)")
     routing = UserRouting(partition, config.input_partitions, config.schema.user_column)
     return PointEngine(synth, config.schema, routing, config.user_cache_entries)
+
+
+def synthesizer_config(config: WorkerConfig) -> dict[str, Any]:
+    """The public parameters a partition's state is bound to (checked at every load)."""
+    bound = {
+        "d": config.d,
+        "epsilon": config.epsilon,
+        "release_every": config.release_every,
+        "max_depth": config.max_depth,
+        "schedule": config.mechanism,  # the key of states written before 0.2
+        "key_fingerprint": config.noise_key.fingerprint,
+        "schema": config.schema.to_dict(),
+    }
+    if config.neighbours != "replace":  # absent for replace: older states still load
+        bound["neighbours"] = config.neighbours
+    bound.update(user_bound_config(config))  # privacy: P15 (the unit; users' partitions)
+    return bound
+
+
+#: The variable that sets each key of :func:`synthesizer_config` (for the mismatch error).
+CONFIG_VARIABLES = {
+    "d": "DPSYNTH_SCHEMA_FILE",
+    "schema": "DPSYNTH_SCHEMA_FILE",
+    "epsilon": "DPSYNTH_EPSILON",
+    "release_every": "DPSYNTH_RELEASE_EVERY",
+    "max_depth": "DPSYNTH_MAX_DEPTH",
+    "schedule": "DPSYNTH_MECHANISM",
+    "neighbours": "DPSYNTH_NEIGHBOURS",
+    "key_fingerprint": "DPSYNTH_NOISE_KEY (fingerprint)",
+    **USER_CONFIG_VARIABLES,
+}
+
+
+def public_config(config: WorkerConfig) -> dict[str, Any]:
+    """The public parameters of the configured engine (a stored state must match them)."""
+    if config.engine == "tabular":
+        return tabular_public_config(config)
+    return synthesizer_config(config)

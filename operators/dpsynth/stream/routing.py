@@ -1,4 +1,4 @@
-"""Users to partitions: every record of a user reaches the one partition that owns it (P14).
+"""Users to partitions: every record of a user reaches the one partition that owns it (P15).
 
 Layer: adapter. Under the privacy unit "user" each partition's synthesizer counts at most k
 records per user; a user whose records reached two partitions could contribute 2k. So the
@@ -140,7 +140,7 @@ class UserRouting:
             keep = np.array([ids[j] == keys[owner[i]] for j, i in enumerate(valid)], bool)
             mismatch = f"user id field {column!r} must equal the message key"
             bad = sorted(bad + [(i, mismatch) for i, ok in zip(valid, keep, strict=True)
-                                if not ok])  # privacy: P14 (one user per key, one partition)
+                                if not ok])  # privacy: P15 (one user per key, one partition)
             return points[keep] if len(keep) else points, clips, bad
 
         batch = split_messages(values, check, refused)

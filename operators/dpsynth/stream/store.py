@@ -13,11 +13,11 @@ Layout (format 1):
   length, chunk_bytes, chunks: [BLAKE2b-256 of each chunk], config, committed_at}``
   (``last_tick_ms``: the period of the last tick marker applied, −1 for none; absent in stores
   written before issue 13);
-- ``user/<16 bytes>`` (privacy unit "user" only, docs/privacy.md P14): one entry per user of
+- ``user/<16 bytes>`` (privacy unit "user" only, docs/privacy.md P15): one entry per user of
   the partition, keyed by the user's 128-bit keyed hash (:mod:`dpsynth.bounding.ids`: the ids
   cannot be read back without the run's key), valued by its counted records (uint16, and with
   a per-step cap the step of the latest one, int64, and its count in that step, uint16; little
-  endian) — 2 or 12 bytes. About 30 bytes per user on disk (docs/benchmarks.md §15).
+  endian) — 2 or 12 bytes. About 30 bytes per user on disk (docs/benchmarks.md §16).
 
 :meth:`PartitionStore.commit` compares the new snapshot with the last committed one chunk by
 chunk (the previous bytes stay in memory: a memcmp is ~10× cheaper than hashing), hashes and
@@ -26,7 +26,7 @@ manifest in one ``WriteBatch``: RocksDB
 applies a batch atomically, so after any crash the database holds either the previous commit or
 the new one, never a mix (DESIGN §3 "a tick is applied atomically"); the per-user counts that
 changed go into the same batch, so after a crash no user's stored count is ahead of, or behind,
-the watermark, and no user can exceed k (P14). :meth:`PartitionStore.load`
+the watermark, and no user can exceed k (P15). :meth:`PartitionStore.load`
 re-checks every chunk hash and the length (the snapshot carries its own SHA-256 inside, checked
 again by the synthesizer's restore) and raises
 :class:`~dpsynth.errors.StateCorruptError` with the operator's fix on any mismatch.
@@ -249,7 +249,7 @@ class PartitionStore:
 
         ``watermark`` is the last input offset whose records (and tick markers) are inside
         ``snapshot``; ``last_tick_ms`` the period of the last tick marker applied; ``users``
-        the per-user counts that changed since the last commit (privacy: P14, same batch).
+        the per-user counts that changed since the last commit (privacy: P15, same batch).
         """
         start = time.perf_counter()
         size, step = len(snapshot), self.chunk_bytes
@@ -267,7 +267,7 @@ class PartitionStore:
         for index in range(len(hashes), len(self._hashes)):
             batch.delete(_chunk_key(index))
         if users is not None and len(users):
-            nbytes += _put_users(batch, users)  # privacy: P14 (atomic with the watermark)
+            nbytes += _put_users(batch, users)  # privacy: P15 (atomic with the watermark)
         manifest = {
             "format": STORE_FORMAT,
             "run_id": self.run_id,
