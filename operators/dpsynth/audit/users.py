@@ -3,7 +3,8 @@
 Layer: audit. D is the audit's blob (:func:`~dpsynth.audit.inputs.point_input`), each record a
 user of its own, plus one **heavy user** at the outlier corner no other record comes near:
 :data:`HEAVY_FIRST` records in the first step and :data:`HEAVY_PER_STEP` in every later one
-(134 records, of which the first :data:`AUDIT_K` count). The neighbours change every record of the heavy user at once:
+(122 records, of which the first :data:`AUDIT_K` count). The neighbours change every record
+of the heavy user at once:
 
 * add/remove: **every record of the heaviest user removed** (from every step);
 * replace: every record of the heaviest user moved from the corner into the blob (same ids and
