@@ -18,7 +18,10 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
     paper 003's Adult tables (§11);
 ``mutation``
     the mutation check of the privacy core (docs/privacy.md P14): every overspending mutant
-    must fail a test or the neighbour audit.
+    must fail a test or the neighbour audit;
+``user``
+    the privacy unit "user": accuracy on Gowalla against PMM, cost of bounding, state size,
+    10^7 distinct users (§16).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from benchmarks import modes as bench_modes
 from benchmarks import noise as benchmarks
 from benchmarks.kafka import bench_kafka
 from benchmarks.topics import bench_topics
+from benchmarks.users import bench_users
 from dpsynth.tabular.metrics import METRICS
 from dpsynth.tabular.synthesizer import FITS
 
@@ -47,6 +51,7 @@ def main() -> None:
 
 main.add_command(bench_kafka, name="kafka")
 main.add_command(bench_topics, name="topics")
+main.add_command(bench_users, name="user")
 
 
 @main.command(name="core")

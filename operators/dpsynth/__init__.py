@@ -17,12 +17,13 @@ layer (top to bottom)                          owns
                                                step-block mechanisms) · of tables (paper 003)
 ``offline``                                    PMM, PSMM, low-dimensional synthesis
 ``release``                                    ``Release``, placement, wire formats
-``counters`` · ``accounting``                  Binary Mechanism, Sparse Counting (Alg 2),
+``counters`` · ``accounting`` · ``bounding``   Binary Mechanism, Sparse Counting (Alg 2),
                                                Inhomogeneous Sparse Counting (Alg 3) · ε
-                                               schedules, worst-case loss, composition
+                                               schedules, worst-case loss, composition ·
+                                               per-user contribution bounds (P15)
 ``noise``                                      keyed ChaCha20 streams, exact discrete Laplace
-leaves                                         ``errors``, ``schema``, ``tree``, ``clock``,
-                                               ``consistency``, ``state``
+leaves                                         ``errors``, ``schema``, ``clipping``,
+                                               ``tree``, ``clock``, ``consistency``, ``state``
 =============================================  ================================================
 """
 

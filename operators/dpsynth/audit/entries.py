@@ -75,6 +75,9 @@ class EntryPoint:
     epsilon: float = AUDIT_EPSILON
     batch: Callable[[Sequence[AuditInput], Sequence[bytes]], list[list[Output]]] | None = \
         field(default=None)
+    #: The neighbours of D, when not the record-level ones of :func:`inputs.neighbours`
+    #: (the privacy unit "user": :mod:`dpsynth.audit.users`).
+    pairs: Callable[[AuditInput], list[Neighbour]] | None = field(default=None)
 
     def outputs(self, inputs: Sequence[AuditInput],
                 keys: Sequence[bytes]) -> list[list[Output]]:

@@ -34,6 +34,8 @@ class AuditInput:
     """Public steps of records: float points in [0,1]^d, or int codes of a table."""
 
     steps: tuple[np.ndarray, ...]
+    #: The user of every record, per step (the privacy unit "user", P15); None otherwise.
+    users: tuple[tuple[str, ...], ...] | None = None
 
     @property
     def records(self) -> np.ndarray:

@@ -96,7 +96,7 @@ def audit_entry(entry: EntryPoint, keys: Sequence[bytes], *,
         raise ValueError("the audit needs at least 4 keys (half select, half judge)")
     started = time.monotonic()
     data = entry.input()
-    pairs = neighbours(data, entry.notion)
+    pairs = entry.pairs(data) if entry.pairs is not None else neighbours(data, entry.notion)
     outputs = entry.outputs([data, *(p.data for p in pairs)], keys)
     on_d = outputs[0]
     broken = [f"{name}, key {j}: exit code {o.fields['exit_code']}"

@@ -43,7 +43,9 @@ from dpsynth.audit.entries import (
 from dpsynth.audit.fields import Fields, flatten_records
 from dpsynth.audit.inputs import PER_STEP, AuditInput, point_input, table_input
 from dpsynth.audit.measures import release_statistics, table_statistics
+from dpsynth.audit.users import AUDIT_K, user_input, user_neighbours
 from dpsynth.release import decode_release, decode_tabular_release
+from dpsynth.stream.routing import partition_of as partition_of_key
 from dpsynth.stream.ticks import MarkerKey
 from dpsynth.testing.kafka import (
     Topics,
@@ -73,17 +75,41 @@ def _records(step: np.ndarray) -> list[dict[str, Any]]:
 
 
 def _messages(inputs: Sequence[AuditInput], partition_of: Callable[[int, int], int],
-              replicates: int, markers: MarkerKey) -> list[tuple[int, bytes]]:
-    """Every input on its partitions: per step one message of its records, then a marker."""
-    out = []
+              replicates: int, markers: MarkerKey,
+              partitions: int) -> list[tuple[int, bytes] | tuple[int, bytes, bytes]]:
+    """Every input on its partitions: per step one message of its records (with users: one
+    message per user, keyed by an id that Kafka's partitioner sends to that partition), then a
+    marker."""
+    out: list[tuple[int, bytes] | tuple[int, bytes, bytes]] = []
     for g, data in enumerate(inputs):
         for q in range(replicates):
             p = partition_of(g, q)
             for s, step in enumerate(data.steps):
-                if len(step):
+                if data.users is not None:
+                    out += _user_messages(step, data.users[s], p, partitions)
+                elif len(step):
                     out.append((p, encode_records(_records(step))))
                 out.append((p, markers.encode(p, FUTURE_MS + 1000 * s)))  # privacy: P11
     return out
+
+
+def _user_messages(step: np.ndarray, users: Sequence[str], partition: int,
+                   partitions: int) -> list[tuple[int, bytes, bytes]]:
+    """One message per user of a step (its records in order), keyed by the user's id on
+    ``partition`` (the privacy unit "user", P15: the worker checks the key's partition)."""
+    order = list(dict.fromkeys(users))
+    rows = _records(step)
+    return [(partition, encode_records([r for r, u in zip(rows, users, strict=True)
+                                        if u == user]), _user_key(user, partition, partitions))
+            for user in order]
+
+
+def _user_key(user: str, partition: int, partitions: int) -> bytes:
+    """The first id ``user#j`` that Kafka's default partitioner sends to ``partition``."""
+    j = 0
+    while partition_of_key(f"{user}#{j}".encode(), partitions) != partition:
+        j += 1
+    return f"{user}#{j}".encode()
 
 
 def _by_partition(records: list) -> dict[int, list[list[bytes]]]:
@@ -111,9 +137,12 @@ def _output(releases: list[list[bytes]], tabular: bool) -> Output:
 
 
 def _environment(bootstrap: str, topics: Topics, notion: str, key: bytes, run_id: str,
-                 tabular: bool, workdir: Path) -> dict[str, str]:
-    """The worker's variables: the defaults but the audit's notion, ε, key and steps."""
+                 tabular: bool, workdir: Path, by_user: bool = False) -> dict[str, str]:
+    """The worker's variables: the defaults but the audit's notion, ε, key and steps (and the
+    privacy unit "user" with k = AUDIT_K)."""
     extra: dict[str, Any] = {"release_every": PER_STEP} if notion == "replace" else {}
+    if by_user:
+        extra.update(privacy_unit="user", max_contributions=AUDIT_K)
     env = worker_env(bootstrap, topics, write_schema(workdir / "schema.json", ("x0", "x1")),
                      workdir / "data", neighbours=notion, epsilon=AUDIT_EPSILON,
                      max_depth=AUDIT_MAX_DEPTH, noise_key=key.hex(), run_id=run_id,
@@ -139,10 +168,11 @@ def _one_run(bootstrap: str, notion: str, key: bytes, inputs: Sequence[AuditInpu
     create_topics(bootstrap, {topics.input: groups * replicates, topics.output: 1,
                               topics.dead_letter: 1})
     run_id = run_id_of(key)
-    produce_messages(bootstrap, topics.input, _messages(inputs, partition_of, replicates,
-                                                        MarkerKey(key, run_id)))
+    by_user = inputs[0].users is not None
+    produce_messages(bootstrap, topics.input, _messages(
+        inputs, partition_of, replicates, MarkerKey(key, run_id), groups * replicates))
     ends = end_offsets(bootstrap, topics.input)
-    env = _environment(bootstrap, topics, notion, key, run_id, tabular, workdir)
+    env = _environment(bootstrap, topics, notion, key, run_id, tabular, workdir, by_user)
 
     def done(metrics: dict[str, dict[str, float]]) -> bool:
         marks = metrics.get("dpsynth_watermark", {})
@@ -156,9 +186,11 @@ def _one_run(bootstrap: str, notion: str, key: bytes, inputs: Sequence[AuditInpu
 
 
 def worker_entry(notion: str, bootstrap: Callable[[], str], replicates: int = REPLICATES, *,
-                 engine: str = "points") -> EntryPoint:
+                 engine: str = "points", unit: str = "record") -> EntryPoint:
     """``dpsynth worker`` under ``notion``: the point engine (``DPSYNTH_MECHANISM`` auto) or
-    ``engine="tabular"`` (its default mechanism and counter)."""
+    ``engine="tabular"`` (its default mechanism and counter); ``unit="user"``: the point
+    engine with ``DPSYNTH_PRIVACY_UNIT=user``, k = AUDIT_K, on D with a heavy user and its
+    user-level neighbours (:mod:`dpsynth.audit.users`)."""
     tabular = engine == "tabular"
 
     def batch(inputs: Sequence[AuditInput], keys: Sequence[bytes]) -> list[list[Output]]:
@@ -179,6 +211,10 @@ def worker_entry(notion: str, bootstrap: Callable[[], str], replicates: int = RE
     if tabular:
         return EntryPoint(f"worker:tabular:{notion}", notion, table_input, single,
                           table_statistics, batch=batch)
+    if unit == "user":
+        return EntryPoint(f"worker:auto:{notion}:user", notion, user_input, single,
+                          release_statistics, batch=batch,
+                          pairs=lambda data: user_neighbours(data, notion))
     return EntryPoint(f"worker:auto:{notion}", notion, point_input, single, release_statistics,
                       batch=batch)
 

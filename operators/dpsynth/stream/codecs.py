@@ -85,10 +85,14 @@ class BatchResult:
     rejects: dict[int, list[tuple[int, str]]]
     #: per message: number of records it held (0 when undecodable)
     records_per_message: np.ndarray
+    #: per valid row: its user's canonical id (privacy unit "user"), else None
+    users: list[bytes] | None = None
 
 
-#: check(records) -> (valid rows in order, clip report, [(record index, reason), ...]).
-Checker = Callable[[list[Any]], tuple[np.ndarray, ClipReport, list[tuple[int, str]]]]
+#: check(records, owner) -> (valid rows in order, clip report, [(record index, reason), ...]);
+#: ``owner[i]`` is the index of record i's message.
+Checker = Callable[[list[Any], list[int]],
+                   tuple[np.ndarray, ClipReport, list[tuple[int, str]]]]
 
 
 def split_batch(schema: Schema, values: Sequence[bytes | None]) -> BatchResult:
@@ -98,7 +102,8 @@ def split_batch(schema: Schema, values: Sequence[bytes | None]) -> BatchResult:
     ``(record index, reason)``; an undecodable message has the single entry ``(-1, reason)``.
     """
 
-    def check(records: list[Any]) -> tuple[np.ndarray, ClipReport, list[tuple[int, str]]]:
+    def check(records: list[Any], owner: list[int]
+              ) -> tuple[np.ndarray, ClipReport, list[tuple[int, str]]]:
         if not records:
             return np.zeros((0, schema.d)), ClipReport(schema.names, (0,) * schema.d), []
         return schema.split_valid(records)
@@ -106,12 +111,14 @@ def split_batch(schema: Schema, values: Sequence[bytes | None]) -> BatchResult:
     return split_messages(values, check)
 
 
-def split_messages(values: Sequence[bytes | None], check: Checker) -> BatchResult:
+def split_messages(values: Sequence[bytes | None], check: Checker,
+                   refused: Sequence[str | None] | None = None) -> BatchResult:
     """Decode many messages and check all their records with one call of ``check``.
 
     The engine-independent half of :func:`split_batch`: ``check`` gets every decoded record
-    (possibly none) and returns the valid rows, a clip report and the rejected records' indices
-    with reasons that name the field, never the value.
+    (possibly none) with its message index, and returns the valid rows, a clip report and the
+    rejected records' indices with reasons that name the field, never the value. A message with
+    a reason in ``refused`` is rejected whole, undecoded (e.g. a key of another partition).
     """
     records: list[Any] = []
     owner: list[int] = []
@@ -119,7 +126,7 @@ def split_messages(values: Sequence[bytes | None], check: Checker) -> BatchResul
     counts = np.zeros(len(values), np.int64)
     starts = np.zeros(len(values), np.int64)
     for m, value in enumerate(values):
-        items, reason = decode_event(value)
+        items, reason = (None, refused[m]) if refused and refused[m] else decode_event(value)
         starts[m] = len(records)
         if items is None:
             rejects[m] = [(-1, str(reason))]
@@ -128,7 +135,7 @@ def split_messages(values: Sequence[bytes | None], check: Checker) -> BatchResul
         records.extend(items)
         owner.extend([m] * len(items))
     valid = counts.copy()
-    rows, report, bad = check(records)
+    rows, report, bad = check(records, owner)
     for index, reason in bad:
         m = owner[index]
         rejects.setdefault(m, []).append((index - int(starts[m]), reason))

@@ -155,7 +155,7 @@ class InputLoop:
             kind, ts = m.timestamp()
             by_partition.setdefault(m.partition(), []).append(InputMessage(
                 offset=m.offset(), value=m.value(), timestamp_ms=ts if kind else None,
-                received=received))
+                received=received, key=m.key()))
         if by_partition:
             self._commit_offsets(self.operator.handle(by_partition))
 

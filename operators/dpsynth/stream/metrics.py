@@ -34,6 +34,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "dead_letter_bytes_dropped": ("counter", "Payload bytes of rejected messages not copied into "
                                   "their dead letter (DPSYNTH_DEAD_LETTER_PREFIX_BYTES)."),
     "clipped_values": ("counter", "Values outside the declared bounds, clipped (and counted)."),
+    "records_dropped": ("counter", "Valid records beyond their user's bound (privacy unit "
+                                   "'user', DPSYNTH_MAX_CONTRIBUTIONS): not counted."),
     "ticks": ("counter", "Ticks ended (each ends with a release)."),
     "tick_markers": ("counter", "Tick markers applied (each ends a step; DPSYNTH_TICK_SECONDS)."),
     "tick_markers_skipped": ("counter", "Tick markers skipped: a period already applied, or "

@@ -61,6 +61,7 @@ class InputMessage:
     value: bytes | None
     timestamp_ms: int | None = None
     received: float = 0.0  # time.monotonic() when the worker got it (release latency)
+    key: bytes | None = None  # the Kafka key: the user id under the privacy unit "user"
 
 
 class Sink(Protocol):
@@ -126,7 +127,7 @@ class PartitionProcessor:
         stored = self.store.load()
         if stored is None:
             log.info("partition %d: no local state; starting at t=0", self.partition)
-            return open_engine(self.config, self.partition, None), -1
+            return open_engine(self.config, self.partition, None, self.store), -1
         stored_engine = stored.config.get("engine", "points")
         if stored_engine != self.config.engine:
             raise ConfigError(
@@ -144,7 +145,7 @@ class PartitionProcessor:
                     "run cannot change. Restore the previous setting, or start a new run (new "
                     "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
                 )
-        synth = open_engine(self.config, self.partition, stored.snapshot)
+        synth = open_engine(self.config, self.partition, stored.snapshot, self.store)
         self.last_tick_ms = stored.last_tick_ms
         log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
                  self.partition, synth.t, synth.sequence, stored.watermark)
@@ -252,7 +253,8 @@ class PartitionProcessor:
 
     def _feed_records(self, new: list[InputMessage]) -> None:
         config, p = self.config, self.partition
-        batch = self.synth.split([m.value for m in new])
+        batch = self.synth.split([m.value for m in new], [m.key for m in new])
+        dropped = self.synth.dropped
         for index, rejects in sorted(batch.rejects.items()):  # in offset order
             m = new[index]
             self.sink.send(
@@ -282,7 +284,8 @@ class PartitionProcessor:
             last = (len(new) - 1 if need is None else
                     min(int(np.searchsorted(valid_end, start + need)), len(new) - 1))
             end = int(valid_end[last])
-            releases = self.synth.extend(batch.points[start:end])
+            releases = self.synth.extend(
+                batch.points[start:end], None if batch.users is None else batch.users[start:end])
             done = time.monotonic()
             # at most one tick completes per cut, with message ``last`` (its last record): the
             # release latency starts when that message arrived
@@ -296,6 +299,7 @@ class PartitionProcessor:
             first, start = last + 1, end
             if first < len(new) and self.releases_due(done):  # latency: publish mid-batch
                 self.commit() if self._commit_due(done) else self.publish(wait=False)
+        self.metrics.inc("records_dropped", p, self.synth.dropped - dropped)
 
     def checkpoint_due(self, now: float | None = None) -> bool:
         """True when processed messages wait too long (or are too many) for a state commit."""
@@ -363,8 +367,9 @@ class PartitionProcessor:
             stats = self.store.commit(
                 self.synth.snapshot(), watermark=self.watermark, t=self.synth.t,
                 sequence=self.synth.sequence, config=self._public_config,
-                last_tick_ms=self.last_tick_ms,
+                last_tick_ms=self.last_tick_ms, users=self.synth.take_user_changes(),
             )
+            self.synth.committed()
             self.metrics.observe("state_commit_seconds", p, time.perf_counter() - start)
             self.metrics.inc("state_commits", p)
             self.metrics.inc("state_chunks_written", p, stats.chunks_written)

@@ -77,6 +77,7 @@ def make_replay(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) 
                     yield InputMessage(
                         offset=m.offset(), value=m.value(),
                         timestamp_ms=ts if kind else None, received=time.monotonic(),
+                        key=m.key(),
                     )
                 position = consumer.position([TopicPartition(topic, partition)])[0].offset
                 if position >= end:

@@ -134,6 +134,12 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
     run_id: Ident = ""  # default: run-<key fingerprint>
     #: Records read from the end of each output partition for the key check at start (P13).
     key_check_records: Annotated[int, integer(0)] = 10_000
+    #: The input topic's partition count (privacy unit "user": bound to the state); 0 = read
+    #: from the broker at start. Users are owned by partitions through it (P15).
+    input_partitions: Annotated[int, integer(0)] = 0
+    #: Users whose counts stay in memory between commits (privacy unit "user"); beyond, the
+    #: cache is dropped after a commit and users are read back from the store.
+    user_cache_entries: Annotated[int, integer(1)] = 1 << 20
     data_dir: Path = Path("dpsynth-data")
     noise_key_hex: SecretStr | None = Field(None, alias="DPSYNTH_NOISE_KEY", repr=False)
     noise_key_file: str | None = None
@@ -186,7 +192,7 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
         if self.engine == "tabular":
             return None
         try:
-            return Schema.from_json_file(self.schema_file)
+            return self.user_schema(Schema.from_json_file(self.schema_file))
         except OSError as e:
             raise ConfigError(f"DPSYNTH_SCHEMA_FILE ({self.schema_file!r}) cannot be read "
                               f"({e.strerror}); fix the path") from None
@@ -339,6 +345,10 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
     if not config.neighbours:
         updates["neighbours"] = "add_remove" if config.engine == "tabular" else "replace"
     config = config.model_copy(update=updates)
+    if config.privacy_unit == "user" and config.engine == "tabular":
+        raise ConfigError(
+            "DPSYNTH_PRIVACY_UNIT=user is implemented for the point engine only; the tabular "
+            "engine protects records (unset DPSYNTH_PRIVACY_UNIT, or use DPSYNTH_ENGINE=points)")
     if config.neighbours == "add_remove":  # privacy: P11 (steps end only at tick markers)
         if config.tick_seconds <= 0:
             raise ConfigError(
@@ -360,7 +370,7 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
         names = ("DPSYNTH_EPSILON / DPSYNTH_RELEASE_EVERY / DPSYNTH_DOMAIN_FILE / DPSYNTH_TABULAR_*"
                  if config.engine == "tabular" else
                  "DPSYNTH_EPSILON / DPSYNTH_RELEASE_EVERY / DPSYNTH_MAX_DEPTH / DPSYNTH_MECHANISM"
-                 " / DPSYNTH_NEIGHBOURS")
+                 " / DPSYNTH_NEIGHBOURS / DPSYNTH_PRIVACY_UNIT / DPSYNTH_MAX_CONTRIBUTIONS")
         raise ConfigError(f"{names}: {e}") from None
     return config
 
