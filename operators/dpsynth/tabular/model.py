@@ -78,6 +78,11 @@ class ParticleModel:
         cells = self._flat[:, i] - self.workloads.offsets[i]
         return np.bincount(cells, weights=w, minlength=int(self.workloads.cells[i]))
 
+    def cells_by_workload(self) -> np.ndarray:
+        """(W, M): the cell of every support point in every workload (cells of each workload
+        numbered from 0)."""
+        return np.ascontiguousarray(self._flat.T - self.workloads.offsets[:-1, None])
+
     def scaled(self, total: float) -> np.ndarray:
         """Weights rescaled to mass ``total`` (uniform if the model is empty)."""
         mass = self.total
