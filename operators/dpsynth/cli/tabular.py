@@ -24,7 +24,7 @@ from dpsynth.datasets import DATA_DIR_ENV, adult_dir, load_adult, make_stream
 from dpsynth.release import encode_tabular_release
 from dpsynth.tabular.counters import COUNTERS
 from dpsynth.tabular.domain import Domain
-from dpsynth.tabular.metrics import METRICS, summarise, workload_errors
+from dpsynth.tabular.metrics import L1_METRICS, METRICS, step_metrics
 from dpsynth.tabular.synthesizer import FITS, METHODS, TabularSynthesizer
 
 
@@ -132,8 +132,7 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
             synth.add(chunk)  # one batch = one public step (paper 003's streams)
             release = synth.step()
             true_flat += w.answers_flat(w.flat_index(chunk))
-            metrics = summarise(*workload_errors(w, w.split(true_flat),
-                                                 w.answers(release.records)))
+            metrics = step_metrics(w, w.split(true_flat), w.answers(release.records))
             rows.append({"step": release.step, "records": min((t + 1) * release_every,
                                                               codes.shape[0]), **metrics})
             if (t + 1) % write_every == 0 or t == steps - 1:
@@ -143,7 +142,7 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
                                                           partition=0))
             progress.advance(task)
     with open(out / "errors.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=["step", "records", *METRICS])
+        writer = csv.DictWriter(f, fieldnames=["step", "records", *METRICS, *L1_METRICS])
         writer.writeheader()
         writer.writerows(rows)
     if release is not None:
