@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from dpsynth.errors import ConfigError, StateCorruptError
 from dpsynth.noise import Context, KeyedNoise
@@ -42,7 +43,13 @@ class ParticleModel:
         self.support = np.ascontiguousarray(support, dtype=np.int64)
         self.weights = np.asarray(weights, dtype=np.float64).copy()
         self.full = full
-        self._flat = workloads.flat_index(self.support)
+        self._set_support(self.support)
+
+    def _set_support(self, support: np.ndarray) -> None:
+        self.support = support
+        self._flat = self.workloads.flat_index(support)
+        # (W, M) cells per workload, numbered from 0 (the compiled projection's layout)
+        self._by_workload = np.ascontiguousarray(self._flat.T - self.workloads.offsets[:-1, None])
 
     @classmethod
     def initial(cls, workloads: Workloads, noise: KeyedNoise, context: Context, *,
@@ -81,7 +88,7 @@ class ParticleModel:
     def cells_by_workload(self) -> np.ndarray:
         """(W, M): the cell of every support point in every workload (cells of each workload
         numbered from 0)."""
-        return np.ascontiguousarray(self._flat.T - self.workloads.offsets[:-1, None])
+        return self._by_workload
 
     def scaled(self, total: float) -> np.ndarray:
         """Weights rescaled to mass ``total`` (uniform if the model is empty)."""
@@ -135,10 +142,11 @@ class ParticleModel:
             marginal = np.bincount(self.support[:, j], weights=self.weights, minlength=s)
             cdf_j = np.cumsum(marginal)
             support[rows, j] = np.minimum(np.searchsorted(cdf_j, draw[rows] * cdf_j[-1]), s - 1)
-        self.support = support
-        self._flat = self.workloads.flat_index(support)
+        self._set_support(support)
         start = np.full(size, total / size)
-        self.weights = self.fit(start, list(enumerate(targets)), passes=passes)
+        shares = np.concatenate(targets) / total  # the ratio rule, every workload, α = 1
+        self.weights = project(self._by_workload, self.workloads.offsets, start, shares,
+                               np.ones(len(targets)), total, passes)
 
     # -- records --------------------------------------------------------------------------
 
@@ -168,3 +176,36 @@ class ParticleModel:
             raise StateCorruptError(
                 f"model state is damaged ({exc}); restore from an intact snapshot"
             ) from None
+
+
+@njit(cache=True)
+def project(cells: np.ndarray, offsets: np.ndarray, start: np.ndarray, shares: np.ndarray,
+            alpha: np.ndarray, total: float, passes: int) -> np.ndarray:  # pragma: no cover
+    """``passes`` sweeps of damped ratio steps, ``w_x ← w_x · ((total·p_i[c] + δ) /
+    (q_i[c] + δ))^{α_i}`` on the cell c of x, over the workloads i with α_i > 0, the mass
+    renormalised to ``total`` after each (compiled; the sweep of :meth:`ParticleModel.fit` with
+    per-workload exponents). ``cells`` is :meth:`ParticleModel.cells_by_workload`, ``shares``
+    the targets' proportions, concatenated."""
+    w = start.copy()
+    n_workloads, n_points = cells.shape
+    for _ in range(passes):
+        for i in range(n_workloads):
+            a = alpha[i]
+            if a <= 0.0:
+                continue
+            off = offsets[i]
+            q = np.zeros(offsets[i + 1] - off)
+            for x in range(n_points):
+                q[cells[i, x]] += w[x]
+            factor = np.empty(q.size)
+            mass = 0.0
+            for c in range(q.size):
+                factor[c] = ((shares[off + c] * total + _DELTA) / (q[c] + _DELTA)) ** a
+                mass += q[c] * factor[c]
+            if mass <= 0.0:
+                continue
+            for c in range(q.size):
+                factor[c] *= total / mass
+            for x in range(n_points):
+                w[x] *= factor[cells[i, x]]
+    return w

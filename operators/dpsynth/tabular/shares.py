@@ -18,20 +18,16 @@ effective sample size). Step ``α_i = damping · ρ_i / max_j ρ_j``.
 size), ``passes`` sweeps over the fed workloads in index order, each a damped multiplicative
 (entropic) projection ``w_x ← w_x · ((Ñ p̂_i[c] + δ) / (q_i[c] + δ))^{α_i}`` on the cell c of
 support point x. Damped steps average inconsistent noisy targets instead of letting the last one
-win (undamped replay oscillates: docs/tabular.md T6). Compiled with numba (the support is 8192
-points × 105 workloads on Adult).
+win (undamped replay oscillates: docs/tabular.md T6). Compiled (:func:`~dpsynth.tabular.model.
+project`; the support is 8192 points × 105 workloads on Adult).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from dpsynth.tabular.counters import Counter
-from dpsynth.tabular.model import ParticleModel
-
-#: Floor δ (records) of the multiplicative step, as in :mod:`dpsynth.tabular.model`.
-_DELTA = 1e-3
+from dpsynth.tabular.model import ParticleModel, project
 
 
 def counter_shares(counters: list[Counter]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -60,32 +56,5 @@ def fit_shares(model: ParticleModel, weights: np.ndarray, counters: list[Counter
     if not fed.any() or total <= 0 or w.sum() <= 0:
         return w.copy()
     alpha = damping * rho / rho.max()
-    return _replay(model.cells_by_workload(), model.workloads.offsets, w * (total / w.sum()),
+    return project(model.cells_by_workload(), model.workloads.offsets, w * (total / w.sum()),
                    shares, alpha, float(total), int(passes))
-
-
-@njit(cache=True)
-def _replay(cells: np.ndarray, offsets: np.ndarray, start: np.ndarray, shares: np.ndarray,
-            alpha: np.ndarray, total: float, passes: int) -> np.ndarray:  # pragma: no cover
-    w = start.copy()
-    n_workloads, n_points = cells.shape
-    for _ in range(passes):
-        for i in range(n_workloads):
-            a = alpha[i]
-            if a <= 0.0:
-                continue
-            off = offsets[i]
-            q = np.zeros(offsets[i + 1] - off)
-            for x in range(n_points):
-                q[cells[i, x]] += w[x]
-            factor = np.empty(q.size)
-            for c in range(q.size):
-                factor[c] = ((shares[off + c] * total + _DELTA) / (q[c] + _DELTA)) ** a
-            mass = 0.0
-            for x in range(n_points):
-                w[x] *= factor[cells[i, x]]
-                mass += w[x]
-            scale = total / mass
-            for x in range(n_points):
-                w[x] *= scale
-    return w
