@@ -123,8 +123,16 @@ class ParticleModel:
                 w *= total / w.sum()
         return w
 
-    def rejuvenate(self, noise: KeyedNoise, context: Context, *, passes: int) -> None:
-        """Resample–move the support, then refit to the model's own 2-way answers (public)."""
+    def rejuvenate(self, noise: KeyedNoise, context: Context, *, passes: int,
+                   guides: list[np.ndarray] | None = None) -> None:
+        """Resample–move the support, then refit to the model's own 2-way answers (public).
+
+        The moved attribute j of a point is redrawn from the model's 1-way marginal, or, with
+        ``guides`` (a non-negative table per workload, e.g. the counter shares — public), from
+        the guide of (j, a) conditioned on the point's value of a random partner attribute a,
+        so that points land where pairs of attributes are jointly likely (a rare combination,
+        such as age_10 = age // 10 on Adult, is found in a few moves instead of never).
+        """
         if self.full or self.total <= 0:
             return
         targets = self.answers()
@@ -142,11 +150,34 @@ class ParticleModel:
             marginal = np.bincount(self.support[:, j], weights=self.weights, minlength=s)
             cdf_j = np.cumsum(marginal)
             support[rows, j] = np.minimum(np.searchsorted(cdf_j, draw[rows] * cdf_j[-1]), s - 1)
+        if guides is not None:
+            partner = noise.uniform_at(context, streams, np.full(size, 3, np.uint64))
+            self._guided_moves(support, attr, partner, draw, guides)
         self._set_support(support)
         start = np.full(size, total / size)
         shares = np.concatenate(targets) / total  # the ratio rule, every workload, α = 1
         self.weights = project(self._by_workload, self.workloads.offsets, start, shares,
                                np.ones(len(targets)), total, passes)
+
+    def _guided_moves(self, support: np.ndarray, attr: np.ndarray, partner_u: np.ndarray,
+                      draw: np.ndarray, guides: list[np.ndarray]) -> None:
+        """Redraw ``support[x, attr[x]]`` from a guide conditioned on a partner attribute
+        (points whose conditional row is empty keep their 1-way draw)."""
+        sizes, p = self.workloads.sizes, len(self.workloads.sizes)
+        index = {pair: i for i, pair in enumerate(self.workloads.pairs)}
+        partner = np.minimum((partner_u * (p - 1)).astype(np.int64), p - 2)
+        partner += partner >= attr  # a uniform attribute other than the moved one
+        for (a, b), i in index.items():
+            table = np.maximum(np.asarray(guides[i], np.float64), 0.0).reshape(sizes[a], sizes[b])
+            for j, other, cond in ((b, a, table), (a, b, table.T)):
+                rows = np.flatnonzero((attr == j) & (partner == other))
+                if rows.size == 0:
+                    continue
+                cdf = np.cumsum(cond[support[rows, other]], axis=1)
+                mass = cdf[:, -1]
+                ok = mass > 0
+                picks = (cdf < (draw[rows] * mass)[:, None]).sum(axis=1)
+                support[rows[ok], j] = np.minimum(picks[ok], sizes[j] - 1)
 
     # -- records --------------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ from dpsynth.tabular.selection import (
     exponential_mechanism,
     workload_scores,
 )
-from dpsynth.tabular.shares import fit_shares
+from dpsynth.tabular.shares import counter_shares, fit_shares
 from dpsynth.tabular.size import SIZE_SHARE, StreamSize
 from dpsynth.tabular.snapshots import load_synthesizer_state, snapshot_config, synthesizer_state
 from dpsynth.tabular.workloads import Workloads
@@ -285,8 +285,10 @@ class TabularSynthesizer:
         self.model.weights = weights
         records = self.model.records(weights, self.size.rows)  # privacy: P12
         if self.rejuvenate_every and self.steps % self.rejuvenate_every == 0:
+            guides = (self.model.workloads.split(counter_shares(self.counters)[0])
+                      if self.estimator == "sample" else None)  # public: DP outputs (T4)
             self.model.rejuvenate(self._noise, ("tabular", self.partition, "rejuv", self.steps),
-                                  passes=self.fit_passes)
+                                  passes=self.fit_passes, guides=guides)
         meta = self.metadata()
         return TabularRelease(self.steps - 1, self.steps, records, meta)
 
