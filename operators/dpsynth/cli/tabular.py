@@ -82,8 +82,14 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 @click.option("--counter", type=click.Choice(COUNTERS), default="simple", show_default=True)
 @click.option("--k", "k", type=int, default=3, show_default=True,
               help="Workloads selected per step.")
+@click.option("--selection", type=click.Choice(["cyclic", "em"]), default="cyclic",
+              show_default=True, help="cyclic: a public schedule, no ε (docs/tabular.md T18); "
+                                      "em: the exponential mechanism, as printed.")
+@click.option("--estimator", type=click.Choice(["sample", "alg3"]), default="sample",
+              show_default=True, help="sample: counter shares (T6); alg3: the paper's m and r.")
 @click.option("--fit", type=click.Choice(FITS), default="mw", show_default=True,
-              help="Model fit: multiplicative weights, or PGM (needs dpsynth[pgm]).")
+              help="Model fit: multiplicative weights, or PGM (needs dpsynth[pgm] and "
+                   "--estimator alg3).")
 @click.option("--max-steps", type=int, default=None, help="Stop after this many steps.")
 @click.option("--write-every", type=int, default=50, show_default=True,
               help="Write the release file of every N-th step (the last is always written).")
@@ -91,8 +97,9 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
               default=Path("dpsynth-tabular-out"), show_default=True)
 @fail_on_dpsynth_error
 def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
-        release_every: int, neighbours: str, mechanism: str, counter: str, k: int, fit: str,
-        max_steps: int | None, write_every: int, out: Path) -> None:
+        release_every: int, neighbours: str, mechanism: str, counter: str, k: int,
+        selection: str, estimator: str, fit: str, max_steps: int | None, write_every: int,
+        out: Path) -> None:
     """Stream a table through the synthesizer; write releases, errors and a plot."""
     from dpsynth.cli.common import print_key, resolve_key
     from dpsynth.release import write_release_file
@@ -116,7 +123,8 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     key = noise_key.reveal()
     synth = TabularSynthesizer(domain, epsilon, key, release_every=release_every,
                                mechanism=mechanism, counter=counter, workloads_per_step=k,
-                               fit=fit, neighbours=neighbours)
+                               selection=selection, estimator=estimator, fit=fit,
+                               neighbours=neighbours)
     out.mkdir(parents=True, exist_ok=True)
     steps = -(-codes.shape[0] // release_every)
     if max_steps is not None:

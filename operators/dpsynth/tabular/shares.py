@@ -47,6 +47,17 @@ def counter_shares(counters: list[Counter]) -> tuple[np.ndarray, np.ndarray, np.
     return np.concatenate(shares), rho, rho > 0
 
 
+def guide_tables(counters: list[Counter], noise_floor: float = 1.0) -> list[np.ndarray]:
+    """Each counter's cells less ``noise_floor`` error standard deviations, clipped at 0 (the
+    guides of :meth:`ParticleModel.rejuvenate`): cells that noise alone could fill are empty, so
+    a guide on a large, rarely measured workload does not steer moves by noise."""
+    out = []
+    for counter in counters:
+        floor = noise_floor * np.sqrt(counter.error_variance()) if counter.clock else 0.0
+        out.append(np.maximum(counter.value - floor, 0.0))
+    return out
+
+
 def fit_shares(model: ParticleModel, weights: np.ndarray, counters: list[Counter],
                total: float, *, passes: int, damping: float) -> np.ndarray:
     """h refitted to every counter's share times ``total`` (mass ``total`` kept); see the module

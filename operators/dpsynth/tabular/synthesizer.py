@@ -48,12 +48,14 @@ from dpsynth.tabular.selection import (
     exponential_mechanism,
     workload_scores,
 )
-from dpsynth.tabular.shares import counter_shares, fit_shares
+from dpsynth.tabular.shares import fit_shares, guide_tables
 from dpsynth.tabular.size import SIZE_SHARE, StreamSize
 from dpsynth.tabular.snapshots import load_synthesizer_state, snapshot_config, synthesizer_state
 from dpsynth.tabular.workloads import Workloads
 
 __all__ = ["FITS", "METHODS", "TabularSynthesizer"]
+#: Rejuvenation guides: counter cells less this many noise standard deviations (T4).
+GUIDE_FLOOR = 1.0
 
 
 class TabularSynthesizer:
@@ -148,6 +150,7 @@ class TabularSynthesizer:
         self.fit_rule, self.rejuvenate_every, self.partition = fit_rule, rejuvenate_every, partition
         self.estimator, self.size_share = estimator, float(size_share)
         self.selection, self.damping = selection, float(damping)
+        self.guide_floor = GUIDE_FLOOR
         if fit == "pgm":
             require_mbi()
         self.workloads = Workloads(domain.sizes)
@@ -285,7 +288,7 @@ class TabularSynthesizer:
         self.model.weights = weights
         records = self.model.records(weights, self.size.rows)  # privacy: P12
         if self.rejuvenate_every and self.steps % self.rejuvenate_every == 0:
-            guides = (self.model.workloads.split(counter_shares(self.counters)[0])
+            guides = (guide_tables(self.counters, self.guide_floor)
                       if self.estimator == "sample" else None)  # public: DP outputs (T4)
             self.model.rejuvenate(self._noise, ("tabular", self.partition, "rejuv", self.steps),
                                   passes=self.fit_passes, guides=guides)
