@@ -89,8 +89,8 @@ _paper_rows()
 def auto_k(epsilon: float) -> int:
     """Workloads per step of the benchmark (the paper does not state k; docs/tabular.md T3):
     max(1, round(2ε)) — each counter input then gets ε_meas = 0.9ε/k ≈ 0.45 (Lap_Z ≈ 2.2 per
-    cell) under add/remove, and a larger ε buys coverage (every workload measured every ⌈105/k⌉ steps) instead of
-    precision."""
+    cell) under add/remove, and a larger ε buys coverage (every workload measured every
+    ⌈105/k⌉ steps) instead of precision."""
     return max(1, round(2 * epsilon))
 
 
