@@ -140,22 +140,24 @@ def summary_markdown(results: list[dict[str, Any]]) -> str:
     for r in results:
         groups.setdefault((r["dataset"], float(r["epsilon"]), r["method"]), []).append(r)
     lines = ["| dataset | ε | metric | paper Base | ours Base | paper Prop (Simple) | "
-             "ours Simple | paper Block | ours Block | ours Alg 3 as printed | seeds |",
+             "ours Simple | paper Block | ours Block | ours Alg 3 as printed | "
+             "seeds (Base/Simple/Block/Alg 3) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     cells = sorted({(d, e) for d, e, _ in groups})
     for dataset, eps in cells:
         paper = PAPER.get((dataset, eps), {})
         for metric in (*METRICS, *L1_METRICS, "ms/step"):
-            ours, seeds = {}, 0
+            ours, seeds = {}, []
             for method in METHODS:
                 runs = [r for r in groups.get((dataset, eps, method), [])
                         if r.get(metric) not in (None, "") or metric == "ms/step"]
                 ours[method] = _ours(runs, metric)
-                seeds = max(seeds, len(runs))
+                seeds.append(str(len(runs)))
             base, prop, block = paper.get(metric.removesuffix("_L1"), (None, None, None))
             lines.append(f"| {dataset} | {eps:g} | {metric} | {_show(base)} | "
                          f"{ours['baseline']} | {_show(prop)} | {ours['simple']} | "
-                         f"{_show(block)} | {ours['block']} | {ours['alg3']} | {seeds} |")
+                         f"{_show(block)} | {ours['block']} | {ours['alg3']} | "
+                         f"{'/'.join(seeds)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -9,10 +9,10 @@ sample of the stream. The denominator is the counter's own noisy total, so no pr
 used: the estimate is a function of ε-DP counter outputs and the noisy size Ñ_t only, valid under
 add/remove as under replacement (docs/privacy.md P12).
 
-**Reliability.** With ``S = Σ_c C_i⁺`` records seen (noisy) and ``V`` the counter's per-cell
-error variance (public, from its schedule: :meth:`Counter.error_variance`), the weight
-``ρ_i = S² / (S + V·|q_i|)`` is the sample size discounted by the noise on the |q_i| cells (an
-effective sample size). Step ``α_i = damping · ρ_i / max_j ρ_j``.
+**Reliability.** With ``S = Σ_c C_i`` records seen (the noisy total, unclipped) and ``V`` the
+counter's per-cell error variance (public, from its schedule: :meth:`Counter.error_variance`),
+the weight ``ρ_i = S² / (S + V·|q_i|)`` is the sample size discounted by the noise on the |q_i|
+cells (an effective sample size). Step ``α_i = damping · ρ_i / max_j ρ_j``.
 
 **Replay fit** (MWEM's replay of every measurement, with damping). From h (g_{t−1} scaled to the
 size), ``passes`` sweeps over the fed workloads in index order, each a damped multiplicative
@@ -32,17 +32,23 @@ from dpsynth.tabular.model import ParticleModel, project
 
 def counter_shares(counters: list[Counter]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every counter's share p̂_i (concatenated, cell order of the workloads), its reliability
-    ρ_i, and whether it holds anything (fed at least once with a positive noisy total)."""
+    ρ_i, and whether it holds anything (fed at least once with a positive noisy total).
+
+    The share is C_i with negative cells clipped, normalised. The reliability uses the noisy
+    total S_i = Σ_c C_i[c] (unbiased): the clipped total would add the positive part of every
+    empty cell's noise — thousands of phantom records on a large, rarely measured workload,
+    which then weighed like a well-measured one (ordered-50, seed 0: ε = 0.5, Simple, AvgWE
+    0.0085 → 0.0059; ε = 2, Block, 0.0042 → 0.0039)."""
     shares = [np.zeros(c.dim) for c in counters]
     rho = np.zeros(len(counters))
     for i, counter in enumerate(counters):
         if counter.clock == 0:
             continue
-        clipped = np.maximum(counter.value, 0).astype(np.float64)
-        seen = float(clipped.sum())
+        seen = float(counter.value.sum())
         if seen <= 0:
             continue
-        shares[i] = clipped / seen
+        clipped = np.maximum(counter.value, 0).astype(np.float64)
+        shares[i] = clipped / clipped.sum()
         rho[i] = seen * seen / (seen + counter.error_variance() * counter.dim)
     return np.concatenate(shares), rho, rho > 0
 

@@ -111,7 +111,7 @@ def test_counter_shares_weigh_by_noise():
         for _ in range(5):
             counter.feed(x)
         rhos.append(counter_shares([counter])[1][0])
-    assert 0 < rhos[1] < rhos[0] < 250
+    assert 0 < rhos[1] < rhos[0] < 260  # at most the noisy total, ≈ 250
     empty = Counter("simple", 4, 1.0, KeyedNoise(KEY), ("e",))
     assert counter_shares([empty])[2].tolist() == [False]
 
