@@ -66,8 +66,8 @@ def cyclic_order(noise: KeyedNoise, context: Context, n_workloads: int) -> np.nd
 
     >>> from dpsynth.noise import KeyedNoise
     >>> order = cyclic_order(KeyedNoise(bytes(32)), ("doc",), 5)
-    >>> sorted(order.tolist()), [cyclic_pick(order, t, 2, l) for t in (1, 2, 3) for l in (0, 1)] \
-    ...     == [int(order[i % 5]) for i in range(6)]
+    >>> picks = [cyclic_pick(order, t, 2, l) for t in (1, 2, 3) for l in (0, 1)]
+    >>> sorted(order.tolist()), picks == [int(order[i % 5]) for i in range(6)]
     ([0, 1, 2, 3, 4], True)
     """
     u = noise.uniform_at(context, np.arange(n_workloads, dtype=np.uint64),
