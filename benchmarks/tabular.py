@@ -210,7 +210,7 @@ def speed_rows(domain: Domain, streams: dict[str, np.ndarray], *, steps: int = 2
     process after a warm-up) and the ratio after/before."""
     before = {"selection": "em", "estimator": "alg3"}
     rows = []
-    _step_seconds(domain, streams["randomized-50"], 50, 1.0, "simple", 1, 20, {})  # warm numba
+    _step_seconds(domain, streams["randomized"], 50, 1.0, "simple", 1, 20, {})  # warm numba
     for dataset, eps, method in SPEED_CASES:
         kind, batch = dataset.split("-")
         stream = streams[kind]
