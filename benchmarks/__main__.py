@@ -9,11 +9,16 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
     §1–§12);
 ``kafka``
     the Kafka operator from produce to release (§8);
+``topics``
+    ``dpsynth topics import`` / ``export`` of a recording of 10^6 records (§14);
 ``drift``
     accuracy under drift: every mechanism against offline PMM on stationary and drifting
     streams (§13);
 ``tabular``, ``tabular-report`` and ``tabular-speed``
-    paper 003's Adult tables and the per-step time before/after issue 17 (§11).
+    paper 003's Adult tables and the per-step time before/after issue 17 (§11);
+``mutation``
+    the mutation check of the privacy core (docs/privacy.md P14): every overspending mutant
+    must fail a test or the neighbour audit.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from benchmarks import accuracy as bench_accuracy
 from benchmarks import modes as bench_modes
 from benchmarks import noise as benchmarks
 from benchmarks.kafka import bench_kafka
+from benchmarks.topics import bench_topics
 from dpsynth.tabular.metrics import METRICS
 from dpsynth.tabular.synthesizer import FITS
 
@@ -40,6 +46,7 @@ def main() -> None:
 
 
 main.add_command(bench_kafka, name="kafka")
+main.add_command(bench_topics, name="topics")
 
 
 @main.command(name="core")
@@ -296,6 +303,33 @@ def drift_bench(streams: str, ds: str, ts: str, epsilons: str, mechanisms: str, 
                         tuple(int(v) for v in ts.split(",")), tuple(mechanisms.split(",")),
                         _floats(epsilons), tuple(notions.split(",")), seeds)
     run_panel(cases, json_path, workers)
+
+
+@main.command(name="mutation")
+@click.argument("only", nargs=-1)
+@click.option("--audit-keys", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Keys of the audit run on each mutant's entry points (0: tests only).")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the table of mutants caught to this file.")
+def mutation(only: tuple[str, ...], audit_keys: int, markdown_path: Path | None) -> None:
+    """Mutation check of the privacy core: each noise scale × 0.25 and each budget share × 4,
+    one component at a time, must fail a test or the audit (ONLY: substrings of mutant names).
+    Exit status 1 if a mutant survives."""
+    import sys
+
+    from benchmarks.mutation import MUTANTS, check_mutants, markdown
+
+    chosen = tuple(m for m in MUTANTS if not only or any(o in m.name for o in only))
+    outcomes = check_mutants(chosen, audit_keys=audit_keys or None)
+    table = markdown(outcomes)
+    print("\n" + table)
+    if markdown_path is not None:
+        markdown_path.write_text(table + "\n")
+    survived = [o.mutant.name for o in outcomes if not o.caught]
+    if survived:
+        print(f"SURVIVED: {survived}", file=sys.stderr)
+        sys.exit(1)
+
 
 if __name__ == "__main__":
     main()

@@ -8,8 +8,10 @@ DP core never imports Kafka, Faust or the adapters, and its only source of rando
 layer (top to bottom)                          owns
 =============================================  ================================================
 ``cli``                                        the ``dpsynth`` command, one module per group
+``audit``                                      the neighbour audit of every entry point (P14)
 ``stream``                                     the Kafka worker (Faust, RocksDB, confluent-kafka)
-``settings`` · ``client`` · ``testing``        settings model · consumer library · pytest plugin
+``testing``                                    pytest plugin, broker launcher, recorded topics
+``settings`` · ``client``                      settings model · consumer library, recordings
 ``eval`` · ``datasets`` · ``keys``             W1, range queries · demo streams · key loader
 ``online`` · ``tabular``                       continual synthesis of points (HVZ Alg 1 and the
                                                step-block mechanisms) · of tables (paper 003)

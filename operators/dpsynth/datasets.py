@@ -43,21 +43,32 @@ def gowalla_path() -> Path:
     return data_dir() / "gowalla_nyc" / "gowalla_events.csv.gz"
 
 
-def load_gowalla(path: Path | None = None) -> np.ndarray:
-    """Gowalla NYC check-ins in time order (stable sort by time, then user), mapped to [0,1]^2.
+#: Gowalla NYC's filter box (its README): (lowest value, width) in degrees.
+GOWALLA_LON = (-74.2589, 0.5585)
+GOWALLA_LAT = (40.4774, 0.4402)
 
-    The box is the dataset's own filter box (its README): x = lon, y = lat. ``path`` defaults
-    to :func:`gowalla_path`.
-    """
+
+def load_gowalla_degrees(path: Path | None = None) -> np.ndarray:
+    """Gowalla NYC check-ins in time order (stable sort by time, then user) as (lon, lat) in
+    degrees, unclipped. ``path`` defaults to :func:`gowalla_path`."""
     rows = []
     path = gowalla_path() if path is None else path
     with gzip.open(path, "rt") as handle:
         for user, ts, lat, lon, _ in csv.reader(handle, delimiter="\t"):
             rows.append((ts, int(user), float(lon), float(lat)))
     rows.sort(key=lambda r: (r[0], r[1]))
-    xy = np.array([(r[2], r[3]) for r in rows])
-    x = (xy[:, 0] + 74.2589) / 0.5585
-    y = (xy[:, 1] - 40.4774) / 0.4402
+    return np.array([(r[2], r[3]) for r in rows]).reshape(-1, 2)
+
+
+def load_gowalla(path: Path | None = None) -> np.ndarray:
+    """Gowalla NYC check-ins in time order (stable sort by time, then user), mapped to [0,1]^2.
+
+    The box is the dataset's own filter box (its README): x = lon, y = lat. ``path`` defaults
+    to :func:`gowalla_path`.
+    """
+    xy = load_gowalla_degrees(path)
+    x = (xy[:, 0] - GOWALLA_LON[0]) / GOWALLA_LON[1]
+    y = (xy[:, 1] - GOWALLA_LAT[0]) / GOWALLA_LAT[1]
     return np.clip(np.stack([x, y], axis=1), 0.0, 1.0)
 
 

@@ -336,14 +336,18 @@ class Schema:
                     "(n, d) array; wrap a single record in a list"
                 )
             records = list(records)
-            reasons = [
-                None if isinstance(r, Mapping) else "record must be a mapping of field to number"
-                for r in records
-            ]
-            columns = [
-                [r.get(c.name, _MISSING) if isinstance(r, Mapping) else 0.0 for r in records]
-                for c in self.columns
-            ]
+            if set(map(type, records)) <= {dict}:  # plain dicts (msgpack's): no ABC checks
+                reasons = [None] * len(records)
+                columns = [[r.get(name, _MISSING) for r in records] for name in self.names]
+            else:
+                reasons = [
+                    None if isinstance(r, Mapping) else "record must be a mapping of field to "
+                    "number" for r in records
+                ]
+                columns = [
+                    [r.get(c.name, _MISSING) if isinstance(r, Mapping) else 0.0 for r in records]
+                    for c in self.columns
+                ]
         values = np.full((len(reasons), d), np.nan)
         for j, column in enumerate(columns):
             _fill_column(values[:, j], column, self.columns[j].name, reasons)
@@ -374,7 +378,7 @@ class Schema:
 
 def _fill_column(out: np.ndarray, column: list[Any], name: str, reasons: list[str | None]) -> None:
     """Convert one column's values into ``out``; give each still-valid bad record its reason."""
-    if all(type(v) is float or type(v) is int for v in column):  # fast path: plain numbers
+    if set(map(type, column)) <= {float, int}:  # fast path: plain numbers (bool is not int)
         try:
             out[:] = column
         except OverflowError:  # an int beyond float64: handled value by value below

@@ -128,8 +128,10 @@ def _w1_over_t(log: RunLog, w1_points: int) -> list[dict[str, Any]]:
     for i in picks.tolist():
         sequence, t, path = log.files[i]
         release = read_release_file(path)
+        if t == 0 or release.t == 0:  # no W1 of an empty set (a noisy size of 0, P9)
+            continue
         w1 = w1_bracket(log.true[:t], release.points,
-                                       max_points=min(CURVE_EXACT_POINTS, w1_points))
+                        max_points=min(CURVE_EXACT_POINTS, w1_points))
         curve.append({"sequence": sequence, "t": t, **w1})
     return curve
 
@@ -244,12 +246,15 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 @click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=None,
               help="accurate: budget share of a fresh counter, so releases move within a level "
                    "[default: 0.3].")
+@click.option("--report/--no-report", default=True, show_default=True,
+              help="Write summary.json and the two plots (evaluation against the raw input, "
+                   "not private); --no-report writes only the releases and dead-letter.ndjson.")
 @fail_on_dpsynth_error
 def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
         seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
         out: Path, w1_points: int, run_id: str | None, mechanism: str, neighbours: str,
         time_column: str | None, time_origin: str | None, time_period: float | None,
-        time_end: str | None, fresh: float | None) -> None:
+        time_end: str | None, fresh: float | None, report: bool) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
 
     The default input is a generated stream of 20,000 points from drifting Gaussian blobs.
@@ -284,13 +289,15 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
            _feed_steps(synth, source, steps, out, run_id, console))
     console.print(f"{synth.t:,} records accepted, {log.rejected:,} rejected "
                   f"(dead-letter.ndjson), {len(log.files):,} releases in {out / 'releases'}/")
-    if not log.files or not len(log.true):
-        console.print("[yellow]no release, or no valid record: fewer than --release-every "
-                      f"({release_every:,}) valid records, or no time step; no summary or "
-                      "plots written[/]")
+    if not report:
         return
     release = synth.release()
-    fed = log.files[-1][1]  # records behind the last release (its t may be a noisy size)
+    fed = log.files[-1][1] if log.files else 0  # records behind the last release
+    if not fed or not release.t:
+        console.print("[yellow]no release, no valid record behind it, or an empty last release "
+                      f"(fewer than --release-every ({release_every:,}) valid records, no time "
+                      "step, or a noisy size of 0): no summary or plots written[/]")
+        return
     with console.status("evaluating: exact W1 (POT), tree and sliced bounds…"):
         final = w1_bracket(log.true[:fed], release.points,
                                           max_points=w1_points)

@@ -56,8 +56,9 @@ def check_topics(config: WorkerConfig, timeout_s: float = 20.0) -> dict[str, int
         info = metadata.topics.get(topic)
         if info is None or info.error is not None:
             raise ConfigError(
-                f"{variable} ({topic!r}) does not exist on the broker: create it (the raw-events "
-                "topic with one partition per worker you plan to run), or fix the name"
+                f"{variable} ({topic!r}) does not exist on the broker: create the worker's topics "
+                "with `dpsynth topics create --partitions P` (P: one raw-events partition per "
+                "worker you plan to run), or fix the name"
             )
         out[topic] = len(info.partitions)
     return out

@@ -61,7 +61,7 @@ from dpsynth.online.rounding import (
     mass_depth,
     pooled_intervals,
     sorted_union,
-    systematic_counts,
+    systematic_runs,
 )
 
 #: adaptive releases drop PrivTree leaves whose noisy count is at most this many noise scales:
@@ -124,6 +124,8 @@ class BlockEngine:
         self._steps_depth = 0  # deepest mass depth of the step summaries (a release cache)
         self._folded: tuple[int, int, tuple[np.ndarray, np.ndarray]] | None = None  # cache
         self._masses: tuple[Any, ...] | None = None  # release cache: (D, intervals, densities)
+        #: The last release's counts as (occupied cells ascending, counts), or None.
+        self.occupied: tuple[np.ndarray, np.ndarray] | None = None
         if schedule == "adaptive":
             privtree_params(budget.structure, max_depth=max_depth)  # fails early if impossible
         self.name = schedule
@@ -260,12 +262,15 @@ class BlockEngine:
 
     # -- release ------------------------------------------------------------------------------
 
-    def release_counts(self, records: int, placement_seed: bytes) -> tuple[int, int, Counts]:
-        """(released size, depth D, integer counts of the 2^D cells summing to the size).
+    def release_counts(self, records: int, placement_seed: bytes
+                       ) -> tuple[int, int, Counts | None]:
+        """(released size, depth D, integer counts of the 2^D cells summing to the size, or None
+        when only :attr:`occupied` holds them, sparse).
 
         The size is ``records`` under replacement (public) and, under add/remove, the completed
         blocks' sizes plus the open block's noisy size, rounded and clipped at 0 (P9).
         """
+        self.occupied = None
         b = block_of(self.step + 1)  # the open block
         open_size = self._open_size(b, len(self._step_counts))[0]
         total = records
@@ -275,7 +280,7 @@ class BlockEngine:
         return (total, *self._leaf_counts(total, max(open_size, 0.0), placement_seed))
 
     def _leaf_counts(self, total: int, open_size: float,
-                     placement_seed: bytes) -> tuple[int, Counts]:
+                     placement_seed: bytes) -> tuple[int, Counts | None]:
         """(depth D, integer counts of the 2^D cells summing to ``total``): post-processing.
 
         The measure is piecewise constant on Morton intervals at depth D (the union of the
@@ -309,9 +314,10 @@ class BlockEngine:
         scale = total / mass.sum()
         before = np.concatenate([[0.0], np.cumsum(mass)[:-1]]) * scale  # F at interval starts
         u = KeyedNoise(placement_seed).uniform_at(("round", self.step), 0, 0)[0] - 2.0**-53
-        counts = np.zeros(1 << depth, np.int64)
-        systematic_counts(starts, widths, before, density * scale, total, u, counts)
-        return depth, counts
+        cells, values = np.empty(total, np.int64), np.empty(total, np.int64)
+        n = systematic_runs(starts, widths, before, density * scale, total, u, cells, values)
+        self.occupied = (cells[:n].copy(), values[:n].copy())
+        return depth, None  # the release builds its 2^D counts from ``occupied`` if asked
 
     def _open_shape(self, depth: int, reference: tuple[np.ndarray, np.ndarray],
                     floor: float) -> tuple[np.ndarray, np.ndarray]:

@@ -14,10 +14,16 @@ from numba import njit
 
 
 @njit(cache=True)
-def systematic_counts(starts, widths, before, rate, total, u, out):  # type: ignore[no-untyped-def]
+def systematic_runs(starts, widths, before, rate, total, u, cells, values):  # type: ignore[no-untyped-def]
     """Unit j = 1..total lands in the cell where F crosses j − u (F linear inside an interval,
-    slope ``rate`` per cell, F = ``before`` at each interval's start): one pass, O(total + K)."""
+    slope ``rate`` per cell, F = ``before`` at each interval's start): one pass, O(total + K).
+
+    The cells of successive units never decrease, so the result is written as runs: the
+    occupied cells in ascending order (``cells``) and their counts (``values``); returns how
+    many. The dense counts are ``zeros(2^D)`` with ``[cells] = values``.
+    """
     i = 0
+    n = 0
     last = starts.shape[0] - 1
     for j in range(1, total + 1):
         target = j - u
@@ -26,7 +32,14 @@ def systematic_counts(starts, widths, before, rate, total, u, out):  # type: ign
         step = rate[i] if rate[i] > 1e-300 else 1e-300
         offset = np.int64(np.ceil((target - before[i]) / step)) - 1
         offset = min(max(offset, 0), widths[i] - 1)
-        out[starts[i] + offset] += 1
+        cell = starts[i] + offset
+        if n > 0 and cells[n - 1] == cell:
+            values[n - 1] += 1
+        else:
+            cells[n] = cell
+            values[n] = 1
+            n += 1
+    return n
 
 
 def sorted_union(*arrays: np.ndarray) -> np.ndarray:

@@ -278,7 +278,9 @@ class OnlineSynthesizer:
             leaf_counts=leaf_counts,
             metadata=self.metadata(depth, size),
             placement_seed=self.placement_seed,
+            occupied=getattr(self._mechanism, "occupied", None),  # sparse form, if it has one
         )
+        assert leaf_counts is not None or self._last.occupied is not None
         return self._last
 
     def metadata(self, depth: int | None = None, size: int | None = None) -> dict[str, Any]:

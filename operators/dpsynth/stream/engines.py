@@ -29,7 +29,7 @@ from dpsynth.release import encode_release
 from dpsynth.schema import Schema
 from dpsynth.stream.codecs import BatchResult, split_batch
 from dpsynth.stream.settings import WorkerConfig
-from dpsynth.stream.tabular_engine import open_tabular_engine
+from dpsynth.stream.tabular_engine import open_tabular_engine, tabular_public_config
 
 
 class Engine(Protocol):
@@ -137,3 +137,39 @@ def open_engine(config: WorkerConfig, partition: int, snapshot: bytes | None) ->
     else:
         synth = OnlineSynthesizer.restore(snapshot, key)
     return PointEngine(synth, config.schema)
+
+
+def synthesizer_config(config: WorkerConfig) -> dict[str, Any]:
+    """The public parameters a partition's state is bound to (checked at every load)."""
+    bound = {
+        "d": config.d,
+        "epsilon": config.epsilon,
+        "release_every": config.release_every,
+        "max_depth": config.max_depth,
+        "schedule": config.mechanism,  # the key of states written before 0.2
+        "key_fingerprint": config.noise_key.fingerprint,
+        "schema": config.schema.to_dict(),
+    }
+    if config.neighbours != "replace":  # absent for replace: older states still load
+        bound["neighbours"] = config.neighbours
+    return bound
+
+
+#: The variable that sets each key of :func:`synthesizer_config` (for the mismatch error).
+CONFIG_VARIABLES = {
+    "d": "DPSYNTH_SCHEMA_FILE",
+    "schema": "DPSYNTH_SCHEMA_FILE",
+    "epsilon": "DPSYNTH_EPSILON",
+    "release_every": "DPSYNTH_RELEASE_EVERY",
+    "max_depth": "DPSYNTH_MAX_DEPTH",
+    "schedule": "DPSYNTH_MECHANISM",
+    "neighbours": "DPSYNTH_NEIGHBOURS",
+    "key_fingerprint": "DPSYNTH_NOISE_KEY (fingerprint)",
+}
+
+
+def public_config(config: WorkerConfig) -> dict[str, Any]:
+    """The public parameters of the configured engine (a stored state must match them)."""
+    if config.engine == "tabular":
+        return tabular_public_config(config)
+    return synthesizer_config(config)

@@ -13,10 +13,12 @@ this module ever contains the key or any part of it.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import os
 import re
+import socket
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -138,12 +140,21 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
     web_port: Annotated[int, integer(1, 65535)] = 6066
     web_bind: str = "0.0.0.0"  # noqa: S104 - probes and Prometheus reach the pod's IP
     group_id: Ident = ""
+    #: Static membership: "" derives one (:meth:`instance_id`), "off" turns it off.
     group_instance_id: Ident = ""
+    #: Bytes of a rejected message's payload copied into its dead letter (raw data: 0).
+    dead_letter_prefix_bytes: Annotated[int, integer(0, 65_536)] = 0
+    #: /healthz fails when the input loop did not poll, or did not advance while input
+    #: waits, for this long.
+    liveness_timeout_s: Annotated[float, number(1.0)] = 120.0
     # -- tuning ---------------------------------------------------------------------------
     batch_max_events: Annotated[int, integer(1)] = 2000
     batch_within_s: Annotated[float, number(0.0, strict=True)] = 0.1
     release_linger_s: Annotated[float, number(0.0)] = 0.2
     checkpoint_interval_s: Annotated[float, number(0.0, strict=True)] = 5.0
+    #: Least time between two state commits while releases flow (releases are published at
+    #: their own pace; a crash re-publishes the ones after the last commit, byte-identical).
+    state_commit_interval_s: Annotated[float, number(0.0)] = 1.0
     max_unacked_events: Annotated[int, integer(1)] = 20_000
     state_chunk_bytes: Annotated[int, integer(4096, 64 * 2**20)] = 256 * 1024
     state_sync: Annotated[bool, boolean()] = True
@@ -151,6 +162,11 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
     rocksdb_write_buffer_bytes: Annotated[int, integer(2**16)] = 4 * 2**20
     release_max_record_bytes: Annotated[int, integer(1024, 1_000_000)] = 256_000
     session_timeout_s: Annotated[float, number(1.0)] = 30.0
+    #: Longest batch (seconds between two polls) before the group takes the partitions away.
+    max_batch_seconds: Annotated[float, number(10.0)] = 300.0
+    #: Largest input message the consumer accepts (a larger one is dead-lettered unread if the
+    #: broker lets it in; raise it with the topic's max.message.bytes).
+    max_input_message_bytes: Annotated[int, integer(1_048_576, 2**30)] = 128 * 2**20
     log_level: Annotated[str, choice(("crit", "error", "warn", "info", "debug"),
                                      lower=True)] = "info"
     crash_at: Annotated[tuple[str, int] | None, BeforeValidator(_crash_at)] = None
@@ -216,6 +232,22 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
     def app_id(self) -> str:
         """The Faust app id, which is the input consumer group."""
         return self.group_id or f"dpsynth-{self.run_id}"
+
+    def instance_id(self) -> str:
+        """``group.instance.id`` of the input consumer ("" when static membership is off).
+
+        Default: ``<POD_NAME or host name>-<digest of the data directory>``: stable across
+        restarts of a pod or process (same host, same volume), and different for two workers
+        on one host (each holds its own data directory, locked at start).
+        """
+        if self.group_instance_id == "off":
+            return ""
+        if self.group_instance_id:
+            return self.group_instance_id
+        host = os.environ.get("POD_NAME") or socket.gethostname() or "worker"
+        host = re.sub(r"[^A-Za-z0-9._-]", "-", host)[:150]
+        where = hashlib.sha256(str(self.data_dir.resolve()).encode()).hexdigest()[:10]
+        return f"{host}-{where}"
 
     def bootstrap_servers(self) -> str:
         """``host:port,host:port`` for confluent-kafka (the Faust URL without ``kafka://``)."""
