@@ -14,8 +14,8 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
 ``drift``
     accuracy under drift: every mechanism against offline PMM on stationary and drifting
     streams (§13);
-``tabular`` and ``tabular-report``
-    paper 003's Adult tables (§11);
+``tabular``, ``tabular-report`` and ``tabular-speed``
+    paper 003's Adult tables and the per-step time before/after issue 17 (§11);
 ``mutation``
     the mutation check of the privacy core (docs/privacy.md P14): every overspending mutant
     must fail a test or the neighbour audit;
@@ -180,13 +180,17 @@ def _bench_modes(console: Console, seeds: int, plots_dir: Path | None) -> dict[s
 @click.option("--datasets", default="randomized-50,randomized-200,ordered-50,ordered-200",
               show_default=True, help="Streams: ORDER-BATCH, comma separated.")
 @click.option("--epsilons", default="0.5,1,2,4", show_default=True)
-@click.option("--methods", default="baseline,simple,block", show_default=True)
+@click.option("--methods", default="baseline,simple,block", show_default=True,
+              help="baseline, simple, block, alg3 (the proposed method as printed: EM "
+                   "selection and Alg 3's m and r, the defaults before issue 17).")
 @click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
 @click.option("--k", "k", default="auto", show_default=True,
-              help="Workloads per step: an integer, or auto (1 if ε ≤ 1, else 4).")
+              help="Workloads per step: an integer, or auto (docs/tabular.md T3).")
 @click.option("--max-steps", type=int, default=None, help="Truncate streams (smoke runs).")
-@click.option("--estimator", type=click.Choice(["alg3", "sample"]), default="alg3",
+@click.option("--estimator", type=click.Choice(["sample", "alg3"]), default="sample",
               show_default=True, help="Measurement of the proposed method (docs/tabular.md T6).")
+@click.option("--selection", type=click.Choice(["cyclic", "em"]), default="cyclic",
+              show_default=True, help="Selection of the proposed method (docs/tabular.md T18).")
 @click.option("--fit", type=click.Choice(FITS), default="mw", show_default=True,
               help="Model fit (pgm needs dpsynth[pgm]); use a --tag per fit.")
 @click.option("--neighbours", type=click.Choice(["add_remove", "replace"]),
@@ -199,7 +203,8 @@ def _bench_modes(console: Console, seeds: int, plots_dir: Path | None) -> dict[s
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("dpsynth-bench-tabular"), show_default=True)
 def tabular_bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str,
-                  max_steps: int | None, estimator: str, fit: str, neighbours: str,
+                  max_steps: int | None, estimator: str, selection: str, fit: str,
+                  neighbours: str,
                   size_share: float, tag: str, out: Path) -> None:
     """Paper 003 Tables 1–3 on Adult: our numbers next to the paper's (last 10 steps)."""
     from benchmarks.tabular import (
@@ -231,7 +236,8 @@ def tabular_bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str
                     k_eps = auto_k(eps) if k == "auto" else int(k)
                     for method in methods.split(","):
                         res = run_one(domain, stream, int(batch), eps, method, seed, k_eps,
-                                      max_steps=max_steps, estimator=estimator, fit=fit,
+                                      max_steps=max_steps, estimator=estimator,
+                                      selection=selection, fit=fit,
                                       neighbours=neighbours, size_share=size_share)
                         row = {"dataset": f"Adult-{kind}-bs-{batch}", "epsilon": eps,
                                "method": method, "seed": seed, "k": k_eps, **res}
@@ -245,6 +251,23 @@ def tabular_bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str
     table = summary_markdown(read_results(out))
     (out / "summary.md").write_text(table)
     console.print(table)
+
+
+@main.command(name="tabular-speed")
+@click.option("--steps", type=int, default=200, show_default=True)
+@click.option("--repeats", type=int, default=3, show_default=True)
+def tabular_speed(steps: int, repeats: int) -> None:
+    """Per-step time before and after issue 17 (same process, alternating; medians, ratio)."""
+    from benchmarks.tabular import speed_rows
+    from dpsynth.datasets import load_adult, make_stream
+
+    domain, codes, csv_order = load_adult()
+    streams = {"randomized": make_stream(codes, csv_order, domain, "randomized", 0)}
+    for row in speed_rows(domain, streams, steps=steps, repeats=repeats):
+        click.echo(f"{row['dataset']} ε={row['epsilon']:g} {row['method']}: before "
+                   f"{row['ms_before']:.1f} ms/step (k={row['k_before']}), after "
+                   f"{row['ms_after']:.1f} ms/step (k={row['k_after']}), "
+                   f"ratio {row['ratio']:.2f}")
 
 
 @main.command(name="tabular-report")

@@ -40,7 +40,8 @@ OFFLINE = (OVERSPEND + "test_P7_pmm_draws_spend_at_most_epsilon", "tests/unit/te
 TABULAR = (OVERSPEND + "test_P12_tabular_measurements_and_size_fit_the_split",
            OVERSPEND + "test_em_frequencies_fit_exp_eps_u_over_two_delta_computed_here",
            "tests/unit/tabular", "tests/statistical/test_tabular_counters.py",
-           "tests/statistical/test_tabular_selection.py")
+           "tests/statistical/test_tabular_selection.py",
+           "tests/statistical/test_tabular_shares.py")
 ACCURATE = (OVERSPEND + "test_P8_accurate_cells_spend_their_scheduled_epsilon",
             "tests/unit/test_accurate.py")
 

@@ -220,12 +220,15 @@ DOMAIN = Domain.from_dict({"version": 1, "attributes": [
 
 
 @pytest.mark.parametrize("notion", ["add_remove", "replace"])
-@pytest.mark.parametrize("mechanism", ["proposed", "baseline"])
+@pytest.mark.parametrize("mechanism,selection", [("proposed", "cyclic"), ("proposed", "em"),
+                                                 ("baseline", "em")])
 def test_P12_tabular_measurements_and_size_fit_the_split(draws, monkeypatch, mechanism,
-                                                         notion) -> None:
-    """ε_n = 0.1ε for the size (add/remove), (ε − ε_n)/(2k) per selection and per measurement,
-    every sensitivity doubled under replacement (docs/privacy.md P12): the counters, the
-    StreamingMWEM measurements, the size counter and the selections' (ε, Δ) fit it."""
+                                                         selection, notion) -> None:
+    """ε_n = 0.1ε for the size (add/remove); with the EM, (ε − ε_n)/(2k) per selection and per
+    measurement; with the public cyclic schedule (issue 17) no selection draws anything and
+    each measurement gets (ε − ε_n)/k; every sensitivity doubled under replacement
+    (docs/privacy.md P12): the counters, the StreamingMWEM measurements, the size counter and
+    the selections' (ε, Δ) fit it."""
     selections: list[tuple[float, float]] = []
     real_em = exponential_mechanism
 
@@ -236,9 +239,11 @@ def test_P12_tabular_measurements_and_size_fit_the_split(draws, monkeypatch, mec
     monkeypatch.setattr("dpsynth.tabular.synthesizer.exponential_mechanism", em_spy)
     k, s = 3, (2.0 if notion == "replace" else 1.0)
     size_eps = 0.1 * EPSILON if notion == "add_remove" else 0.0
+    public = mechanism == "proposed" and selection == "cyclic"
     per_query = (EPSILON - size_eps) / (2 * k)
+    per_measure = (EPSILON - size_eps) / k if public else per_query
     synth = TabularSynthesizer(DOMAIN, EPSILON, KEY, release_every=20, mechanism=mechanism,
-                               workloads_per_step=k, neighbours=notion)
+                               workloads_per_step=k, neighbours=notion, selection=selection)
     codes = np.random.default_rng(8).integers(0, 2, (100, 3))
     for step in range(5):
         synth.add(codes[step * 20:(step + 1) * 20])
@@ -250,8 +255,11 @@ def test_P12_tabular_measurements_and_size_fit_the_split(draws, monkeypatch, mec
             assert 2 / scale <= size_eps * TOLERANCE
         elif "ctr" in context or "measure" in context:  # simple counter, or one measurement
             kinds.add("measure")
-            assert s / scale <= per_query * TOLERANCE
+            assert s / scale <= per_measure * TOLERANCE
     assert "measure" in kinds and ("size" in kinds) == (notion == "add_remove")
+    if public:  # the cyclic schedule reads no data and draws nothing
+        assert not selections
+        return
     smallest = min(int(np.prod(pair)) for pair in [(3, 3), (3, 2), (3, 2)])
     assert selections and all(e <= per_query * TOLERANCE and delta >= s / smallest / TOLERANCE
                               for e, delta in selections)

@@ -29,7 +29,7 @@ from dpsynth.datasets import DATA_DIR_ENV, adult_dir, load_adult, make_stream
 from dpsynth.release import encode_tabular_release
 from dpsynth.tabular.counters import COUNTERS
 from dpsynth.tabular.domain import Domain
-from dpsynth.tabular.metrics import METRICS, summarise, workload_errors
+from dpsynth.tabular.metrics import L1_METRICS, METRICS, step_metrics
 from dpsynth.tabular.synthesizer import FITS, METHODS, TabularSynthesizer
 
 
@@ -107,8 +107,14 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 @click.option("--counter", type=click.Choice(COUNTERS), default="simple", show_default=True)
 @click.option("--k", "k", type=int, default=3, show_default=True,
               help="Workloads selected per step.")
+@click.option("--selection", type=click.Choice(["cyclic", "em"]), default="cyclic",
+              show_default=True, help="cyclic: a public schedule, no ε (docs/tabular.md T18); "
+                                      "em: the exponential mechanism, as printed.")
+@click.option("--estimator", type=click.Choice(["sample", "alg3"]), default="sample",
+              show_default=True, help="sample: counter shares (T6); alg3: the paper's m and r.")
 @click.option("--fit", type=click.Choice(FITS), default="mw", show_default=True,
-              help="Model fit: multiplicative weights, or PGM (needs dpsynth[pgm]).")
+              help="Model fit: multiplicative weights, or PGM (needs dpsynth[pgm] and "
+                   "--estimator alg3).")
 @time_options
 @click.option("--max-steps", type=int, default=None, help="Stop after this many steps.")
 @click.option("--write-every", type=int, default=50, show_default=True,
@@ -120,10 +126,10 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
                    "evaluation, not private); --no-report writes only the private outputs.")
 @fail_on_dpsynth_error
 def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
-        release_every: int, neighbours: str, mechanism: str, counter: str, k: int, fit: str,
-        time_column: str | None, time_origin: str | None, time_period: float | None,
-        time_end: str | None, max_steps: int | None, write_every: int, out: Path,
-        report: bool) -> None:
+        release_every: int, neighbours: str, mechanism: str, counter: str, k: int,
+        selection: str, estimator: str, fit: str, time_column: str | None,
+        time_origin: str | None, time_period: float | None, time_end: str | None,
+        max_steps: int | None, write_every: int, out: Path, report: bool) -> None:
     """Stream a table through the synthesizer; write releases, errors and a plot.
 
     Steps: under add/remove (the default) one per declared time step of --time-column (the
@@ -165,7 +171,8 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     key = noise_key.reveal()
     synth = TabularSynthesizer(domain, epsilon, key, release_every=release_every,
                                mechanism=mechanism, counter=counter, workloads_per_step=k,
-                               fit=fit, neighbours=neighbours)
+                               selection=selection, estimator=estimator, fit=fit,
+                               neighbours=neighbours)
     out.mkdir(parents=True, exist_ok=True)
     steps = len(batches) if max_steps is None else min(len(batches), max_steps)
     w = synth.workloads
@@ -182,8 +189,7 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
             fed += chunk.shape[0]
             if report:
                 true_flat += w.answers_flat(w.flat_index(chunk))
-                metrics = summarise(*workload_errors(w, w.split(true_flat),
-                                                     w.answers(release.records)))
+                metrics = step_metrics(w, w.split(true_flat), w.answers(release.records))
                 rows.append({"step": release.step, "records": fed, **metrics})
             if (t + 1) % write_every == 0 or t == steps - 1:
                 write_release_file(out / f"release-{release.step:06d}.tabular",
@@ -201,7 +207,7 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
         console.print(f"wrote {out}/synthetic-last.csv, release files ({steps} steps)")
         return
     with open(out / "errors.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=["step", "records", *METRICS])
+        writer = csv.DictWriter(f, fieldnames=["step", "records", *METRICS, *L1_METRICS])
         writer.writeheader()
         writer.writerows(rows)
     _plot(rows, out / "errors.png", f"{mechanism} ({counter}), ε={epsilon:g}, B={release_every}")

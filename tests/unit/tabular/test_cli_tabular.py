@@ -8,12 +8,13 @@ from pathlib import Path
 
 import jsonschema
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from dpsynth.cli import main
 from dpsynth.release import read_release_records
 from dpsynth.tabular import Domain, decode_tabular_release
-from dpsynth.tabular.metrics import workload_metrics
+from dpsynth.tabular.metrics import relative_l1, workload_metrics
 from dpsynth.tabular.workloads import Workloads
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -102,4 +103,19 @@ def test_metrics_zero_for_identical_tables():
     w = Workloads((2, 3, 2))
     codes = np.array([[0, 1, 1], [1, 2, 0], [1, 2, 0]])
     assert workload_metrics(w, codes, codes) == {"AvgWE": 0.0, "MaxWE": 0.0, "AvgRelWE": 0.0,
-                                                 "MaxRelWE": 0.0}
+                                                 "MaxRelWE": 0.0, "AvgRelWE_L1": 0.0,
+                                                 "MaxRelWE_L1": 0.0}
+
+
+def test_the_two_relwe_readings():
+    """Per cell (mean over the non-empty true cells) and workload-level (‖W(f)−W(g)‖₁/‖W(f)‖₁ on
+    raw counts): one rare cell overfilled is a large per-cell error but a small L1 one; with
+    equal totals the L1 reading is |W| times WE."""
+    w = Workloads((2, 2))
+    f = np.array([[0, 0]] * 97 + [[0, 1], [1, 0], [1, 1]])  # cells 97, 1, 1, 1
+    g = np.array([[0, 0]] * 91 + [[0, 1]] * 7 + [[1, 0], [1, 1]])  # cells 91, 7, 1, 1
+    m = workload_metrics(w, f, g)
+    assert m["AvgRelWE"] == pytest.approx((6 / 97 + 6 / 1 + 0 + 0) / 4)
+    assert m["AvgRelWE_L1"] == pytest.approx(12 / 100)
+    assert m["AvgRelWE_L1"] == pytest.approx(4 * m["AvgWE"])
+    assert relative_l1([np.array([0.0, 0.0])], [np.array([1.0, 0.0])]).tolist() == [0.0]
