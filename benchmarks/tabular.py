@@ -22,6 +22,7 @@ import numpy as np
 from dpsynth.datasets import adult_dir
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.metrics import L1_METRICS, METRICS, step_metrics
+from dpsynth.tabular.options import default_workloads_per_step
 from dpsynth.tabular.synthesizer import TabularSynthesizer
 
 ADULT_DIR = adult_dir()
@@ -87,11 +88,9 @@ _paper_rows()
 
 
 def auto_k(epsilon: float) -> int:
-    """Workloads per step of the benchmark (the paper does not state k; docs/tabular.md T3):
-    max(1, round(2ε)) — each counter input then gets ε_meas = 0.9ε/k ≈ 0.45 (Lap_Z ≈ 2.2 per
-    cell) under add/remove, and a larger ε buys coverage (every workload measured every
-    ⌈105/k⌉ steps) instead of precision."""
-    return max(1, round(2 * epsilon))
+    """Workloads per step of the benchmark: the library's default (the paper does not state k;
+    docs/tabular.md T3), :func:`dpsynth.tabular.options.default_workloads_per_step`."""
+    return default_workloads_per_step(epsilon)
 
 
 def bench_key(seed: int) -> bytes:

@@ -109,6 +109,9 @@ def test_tabular_settings_are_read_and_defaulted(tmp_path):
     assert config.engine == "tabular" and config.schema is None
     assert config.tabular.domain == DOMAIN and config.d == 4
     assert config.tabular.workloads_per_step == 3
+    default = load_config(_env(tmp_path))
+    assert default.tabular.workloads_per_step is None  # the library picks max(1, round(2ε))
+    assert default.tabular_synthesizer(0).k == 2
     assert config.tabular.mechanism in ("proposed", "baseline")
     summary = config.public_summary()
     assert summary["tabular"]["domain_digest"] == DOMAIN.digest()

@@ -105,8 +105,8 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 @click.option("--mechanism", type=click.Choice(METHODS), default="proposed", show_default=True,
               help="proposed: select-measure-fit (Alg 3); baseline: StreamingMWEM (Alg 2).")
 @click.option("--counter", type=click.Choice(COUNTERS), default="simple", show_default=True)
-@click.option("--k", "k", type=int, default=3, show_default=True,
-              help="Workloads selected per step.")
+@click.option("--k", "k", type=click.IntRange(min=1), default=None,
+              help="Workloads measured per step [default: max(1, round(2ε))].")
 @click.option("--selection", type=click.Choice(["cyclic", "em"]), default="cyclic",
               show_default=True, help="cyclic: a public schedule, no ε (docs/tabular.md T18); "
                                       "em: the exponential mechanism, as printed.")
@@ -126,7 +126,7 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
                    "evaluation, not private); --no-report writes only the private outputs.")
 @fail_on_dpsynth_error
 def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
-        release_every: int, neighbours: str, mechanism: str, counter: str, k: int,
+        release_every: int, neighbours: str, mechanism: str, counter: str, k: int | None,
         selection: str, estimator: str, fit: str, time_column: str | None,
         time_origin: str | None, time_period: float | None, time_end: str | None,
         max_steps: int | None, write_every: int, out: Path, report: bool) -> None:

@@ -93,7 +93,7 @@ class TabularSettings:
     domain: Domain
     mechanism: str
     counter: str
-    workloads_per_step: int
+    workloads_per_step: int | None
 
     def summary(self) -> dict[str, Any]:
         """Loggable form (the domain by file, attribute count and digest)."""
@@ -127,8 +127,8 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
         str(_tabular_default("mechanism")),
         validation_alias=AliasChoices("DPSYNTH_TABULAR_MECHANISM", "DPSYNTH_TABULAR_METHOD"))
     tabular_counter: Annotated[str, choice(COUNTERS)] = str(_tabular_default("counter"))
-    tabular_workloads_per_step: Annotated[int, integer(1)] = int(
-        _tabular_default("workloads_per_step"))
+    #: k (None: the library's default, max(1, round(2ε))).
+    tabular_workloads_per_step: Annotated[int, integer(1)] | None = None
     #: Period P of the tick markers (0: none; replacement only): public time (P11).
     tick_seconds: Annotated[float, number(0.0)] = 60.0
     run_id: Ident = ""  # default: run-<key fingerprint>

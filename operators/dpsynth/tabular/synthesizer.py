@@ -40,7 +40,13 @@ from dpsynth.tabular.counters import Counter
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.estimators import pooled_marginals
 from dpsynth.tabular.model import ParticleModel
-from dpsynth.tabular.options import FITS, METHODS, NEIGHBOURS, check_options
+from dpsynth.tabular.options import (
+    FITS,
+    METHODS,
+    NEIGHBOURS,
+    check_options,
+    default_workloads_per_step,
+)
 from dpsynth.tabular.pgm import PGMFit, require_mbi
 from dpsynth.tabular.selection import (
     cyclic_order,
@@ -71,7 +77,8 @@ class TabularSynthesizer:
         ``"proposed"`` (Alg 3) or ``"baseline"`` (Alg 2); counter of Alg 3: ``"simple"``,
         ``"block"`` (fixed ``block_size``) or ``"unbounded_block"`` (Alg 4).
     workloads_per_step
-        k, selections per step (capped at the number of workloads).
+        k, workloads measured per step (capped at the number of workloads); default
+        max(1, round(2ε)) (:func:`~dpsynth.tabular.options.default_workloads_per_step`).
     selection
         ``"cyclic"`` (public schedule, spends no ε; T18) or ``"em"`` (exponential mechanism on
         half of the step's budget, as printed).
@@ -117,7 +124,7 @@ class TabularSynthesizer:
         release_every: int,
         mechanism: str = "proposed",
         counter: str = "simple",
-        workloads_per_step: int = 3,
+        workloads_per_step: int | None = None,
         selection: str = "cyclic",
         fit: str = "mw",
         neighbours: str = "add_remove",
@@ -135,6 +142,8 @@ class TabularSynthesizer:
         partition: int = 0,
         size_share: float = SIZE_SHARE,
     ) -> None:
+        if workloads_per_step is None:  # k = max(1, round(2ε)): the measured default (T3)
+            workloads_per_step = default_workloads_per_step(epsilon)
         check_options(domain, mechanism=mechanism, counter=counter, fit=fit,
                       neighbours=neighbours, bias=bias, fit_rule=fit_rule, score=score,
                       release_every=release_every, workloads_per_step=workloads_per_step,

@@ -166,3 +166,13 @@ def test_guided_rejuvenation_finds_a_deterministic_pair():
     plain.weights = np.full(3000, 2.0)
     plain.rejuvenate(KeyedNoise(KEY), ("r",), passes=2)
     assert (plain.support[:, 1] == plain.support[:, 0] // 2).mean() < 0.25
+
+
+def test_default_k_is_the_measured_rule():
+    """No k given: k = max(1, round(2ε)), capped at the workloads (docs/tabular.md T3)."""
+    dom = Domain.from_dict({"a": 2, "b": 3, "c": 2})  # 3 workloads
+    for epsilon, k in ((0.5, 1), (1.0, 2), (4.0, 3)):
+        synth = TabularSynthesizer(dom, epsilon, bytes(32), release_every=10)
+        assert synth.k == k
+    assert TabularSynthesizer(dom, 1.0, bytes(32), release_every=10,
+                              workloads_per_step=3).k == 3
