@@ -53,12 +53,35 @@ class LocalCluster:
         return proc.stdout
 
     def start(self) -> str:
-        """Start every node; return the bootstrap servers (all nodes)."""
+        """Start every node; return the bootstrap servers once every node is a live broker."""
         for line in self._script("start").splitlines():
             if line.startswith(_PREFIX):
                 self.bootstrap = line[len(_PREFIX):].strip()
+                self.wait_for_brokers()
                 return self.bootstrap
         raise BrokerError("kafka-local.sh start printed no bootstrap address")
+
+    def wait_for_brokers(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Return when the cluster's metadata lists all ``nodes`` brokers.
+
+        A node answers on its port before it has registered with the controller; topics created
+        in between get a smaller default replication (seen: ``dpsynth topics create`` chose 2
+        on a three-node cluster that had just started).
+        """
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        deadline = time.monotonic() + timeout_s
+        seen = 0
+        while time.monotonic() < deadline:
+            try:
+                seen = len(admin.list_topics(timeout=10).brokers)
+            except Exception:  # not answering yet: keep waiting
+                seen = 0
+            if seen >= self.nodes:
+                return
+            time.sleep(0.2)
+        raise BrokerError(f"{seen} of {self.nodes} brokers registered after {timeout_s:g} s")
 
     def stop(self) -> None:
         """Stop every node."""
@@ -69,8 +92,9 @@ class LocalCluster:
         self._script("kill", str(node), timeout=60)
 
     def restart(self, node: int) -> None:
-        """Start a killed node again on its data; return when it answers."""
+        """Start a killed node again on its data; return when it is a live broker again."""
         self._script("restart", str(node))
+        self.wait_for_brokers()
 
     def leader(self, topic: str, partition: int, timeout_s: float = 60.0) -> int:
         """Node id of the current leader of ``topic``'s ``partition``."""
