@@ -5,14 +5,20 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# examples/downstream runs in a virtual environment of its own, made afresh each time.
+DOWNSTREAM_VENV ?= .venv-downstream
 
-.PHONY: install run demo test bench lint clean-venv
+.PHONY: install run demo test bench lint clean-venv downstream example-recording
 
-# A venv even where the interpreter lacks ensurepip (Debian/Ubuntu without python3-venv):
-# create it without pip, then let the system's pip install pip into it.
+# $(call make-venv,DIR): a venv even where the interpreter lacks ensurepip (Debian/Ubuntu without
+# python3-venv): create it without pip, then let the system's pip install pip into it.
+define make-venv
+$(PYTHON) -m venv $(1) 2>/dev/null || { rm -rf $(1) && $(PYTHON) -m venv --without-pip $(1); }
+$(1)/bin/python -m pip --version >/dev/null 2>&1 || $(PYTHON) -m pip --python $(1)/bin/python install --quiet pip
+endef
+
 $(PY):
-	$(PYTHON) -m venv $(VENV) 2>/dev/null || { rm -rf $(VENV) && $(PYTHON) -m venv --without-pip $(VENV); }
-	$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m pip --python $(PY) install --quiet pip
+	$(call make-venv,$(VENV))
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -31,6 +37,21 @@ lint: install
 
 test: install lint
 	$(PY) -m pytest -q
+	$(MAKE) downstream
+
+# A consuming team's project (examples/downstream): a clean virtual environment, the README's
+# install line (dpsynth[testing], here from this checkout), its own pytest against the bundled
+# recording, with a broker the plugin starts (a missing broker fails, it is not skipped).
+downstream:
+	rm -rf $(DOWNSTREAM_VENV) build  # build/: setuptools would reuse stale copies of modules
+	$(call make-venv,$(DOWNSTREAM_VENV))
+	$(DOWNSTREAM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "$(CURDIR)[testing]"
+	cd examples/downstream && DPSYNTH_KAFKA_REQUIRED=1 $(CURDIR)/$(DOWNSTREAM_VENV)/bin/python -m pytest -q
+
+# The example recording shipped with dpsynth[testing] (tests/regression/test_example_recording.py
+# fails until it is regenerated after a change of the release format or of the demo run).
+example-recording: install
+	$(PY) -m tests.support.example_recording
 
 bench: install
 	$(PY) -m benchmarks core all --repeats 5

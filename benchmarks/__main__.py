@@ -9,11 +9,19 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
     §1–§12);
 ``kafka``
     the Kafka operator from produce to release (§8);
+``topics``
+    ``dpsynth topics import`` / ``export`` of a recording of 10^6 records (§14);
 ``drift``
     accuracy under drift: every mechanism against offline PMM on stationary and drifting
     streams (§13);
-``tabular`` and ``tabular-report``
-    paper 003's Adult tables (§11).
+``tabular``, ``tabular-report`` and ``tabular-speed``
+    paper 003's Adult tables and the per-step time before/after issue 17 (§11);
+``mutation``
+    the mutation check of the privacy core (docs/privacy.md P14): every overspending mutant
+    must fail a test or the neighbour audit;
+``user``
+    the privacy unit "user": accuracy on Gowalla against PMM, cost of bounding, state size,
+    10^7 distinct users (§16).
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from benchmarks import accuracy as bench_accuracy
 from benchmarks import modes as bench_modes
 from benchmarks import noise as benchmarks
 from benchmarks.kafka import bench_kafka
+from benchmarks.topics import bench_topics
+from benchmarks.users import bench_users
 from dpsynth.tabular.metrics import METRICS
 from dpsynth.tabular.synthesizer import FITS
 
@@ -40,6 +50,8 @@ def main() -> None:
 
 
 main.add_command(bench_kafka, name="kafka")
+main.add_command(bench_topics, name="topics")
+main.add_command(bench_users, name="user")
 
 
 @main.command(name="core")
@@ -168,13 +180,17 @@ def _bench_modes(console: Console, seeds: int, plots_dir: Path | None) -> dict[s
 @click.option("--datasets", default="randomized-50,randomized-200,ordered-50,ordered-200",
               show_default=True, help="Streams: ORDER-BATCH, comma separated.")
 @click.option("--epsilons", default="0.5,1,2,4", show_default=True)
-@click.option("--methods", default="baseline,simple,block", show_default=True)
+@click.option("--methods", default="baseline,simple,block", show_default=True,
+              help="baseline, simple, block, alg3 (the proposed method as printed: EM "
+                   "selection and Alg 3's m and r, the defaults before issue 17).")
 @click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
 @click.option("--k", "k", default="auto", show_default=True,
-              help="Workloads per step: an integer, or auto (1 if ε ≤ 1, else 4).")
+              help="Workloads per step: an integer, or auto (docs/tabular.md T3).")
 @click.option("--max-steps", type=int, default=None, help="Truncate streams (smoke runs).")
-@click.option("--estimator", type=click.Choice(["alg3", "sample"]), default="alg3",
+@click.option("--estimator", type=click.Choice(["sample", "alg3"]), default="sample",
               show_default=True, help="Measurement of the proposed method (docs/tabular.md T6).")
+@click.option("--selection", type=click.Choice(["cyclic", "em"]), default="cyclic",
+              show_default=True, help="Selection of the proposed method (docs/tabular.md T18).")
 @click.option("--fit", type=click.Choice(FITS), default="mw", show_default=True,
               help="Model fit (pgm needs dpsynth[pgm]); use a --tag per fit.")
 @click.option("--neighbours", type=click.Choice(["add_remove", "replace"]),
@@ -187,7 +203,8 @@ def _bench_modes(console: Console, seeds: int, plots_dir: Path | None) -> dict[s
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("dpsynth-bench-tabular"), show_default=True)
 def tabular_bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str,
-                  max_steps: int | None, estimator: str, fit: str, neighbours: str,
+                  max_steps: int | None, estimator: str, selection: str, fit: str,
+                  neighbours: str,
                   size_share: float, tag: str, out: Path) -> None:
     """Paper 003 Tables 1–3 on Adult: our numbers next to the paper's (last 10 steps)."""
     from benchmarks.tabular import (
@@ -219,7 +236,8 @@ def tabular_bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str
                     k_eps = auto_k(eps) if k == "auto" else int(k)
                     for method in methods.split(","):
                         res = run_one(domain, stream, int(batch), eps, method, seed, k_eps,
-                                      max_steps=max_steps, estimator=estimator, fit=fit,
+                                      max_steps=max_steps, estimator=estimator,
+                                      selection=selection, fit=fit,
                                       neighbours=neighbours, size_share=size_share)
                         row = {"dataset": f"Adult-{kind}-bs-{batch}", "epsilon": eps,
                                "method": method, "seed": seed, "k": k_eps, **res}
@@ -233,6 +251,23 @@ def tabular_bench(datasets: str, epsilons: str, methods: str, seeds: str, k: str
     table = summary_markdown(read_results(out))
     (out / "summary.md").write_text(table)
     console.print(table)
+
+
+@main.command(name="tabular-speed")
+@click.option("--steps", type=int, default=200, show_default=True)
+@click.option("--repeats", type=int, default=3, show_default=True)
+def tabular_speed(steps: int, repeats: int) -> None:
+    """Per-step time before and after issue 17 (same process, alternating; medians, ratio)."""
+    from benchmarks.tabular import speed_rows
+    from dpsynth.datasets import load_adult, make_stream
+
+    domain, codes, csv_order = load_adult()
+    streams = {"randomized": make_stream(codes, csv_order, domain, "randomized", 0)}
+    for row in speed_rows(domain, streams, steps=steps, repeats=repeats):
+        click.echo(f"{row['dataset']} ε={row['epsilon']:g} {row['method']}: before "
+                   f"{row['ms_before']:.1f} ms/step (k={row['k_before']}), after "
+                   f"{row['ms_after']:.1f} ms/step (k={row['k_after']}), "
+                   f"ratio {row['ratio']:.2f}")
 
 
 @main.command(name="tabular-report")
@@ -273,6 +308,33 @@ def drift_bench(streams: str, ds: str, ts: str, epsilons: str, mechanisms: str, 
                         tuple(int(v) for v in ts.split(",")), tuple(mechanisms.split(",")),
                         _floats(epsilons), tuple(notions.split(",")), seeds)
     run_panel(cases, json_path, workers)
+
+
+@main.command(name="mutation")
+@click.argument("only", nargs=-1)
+@click.option("--audit-keys", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Keys of the audit run on each mutant's entry points (0: tests only).")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the table of mutants caught to this file.")
+def mutation(only: tuple[str, ...], audit_keys: int, markdown_path: Path | None) -> None:
+    """Mutation check of the privacy core: each noise scale × 0.25 and each budget share × 4,
+    one component at a time, must fail a test or the audit (ONLY: substrings of mutant names).
+    Exit status 1 if a mutant survives."""
+    import sys
+
+    from benchmarks.mutation import MUTANTS, check_mutants, markdown
+
+    chosen = tuple(m for m in MUTANTS if not only or any(o in m.name for o in only))
+    outcomes = check_mutants(chosen, audit_keys=audit_keys or None)
+    table = markdown(outcomes)
+    print("\n" + table)
+    if markdown_path is not None:
+        markdown_path.write_text(table + "\n")
+    survived = [o.mutant.name for o in outcomes if not o.caught]
+    if survived:
+        print(f"SURVIVED: {survived}", file=sys.stderr)
+        sys.exit(1)
+
 
 if __name__ == "__main__":
     main()

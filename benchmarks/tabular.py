@@ -21,13 +21,18 @@ import numpy as np
 
 from dpsynth.datasets import adult_dir
 from dpsynth.tabular.domain import Domain
-from dpsynth.tabular.metrics import METRICS, summarise, workload_errors
+from dpsynth.tabular.metrics import L1_METRICS, METRICS, step_metrics
+from dpsynth.tabular.options import default_workloads_per_step
 from dpsynth.tabular.synthesizer import TabularSynthesizer
 
 ADULT_DIR = adult_dir()
-METHODS = {"baseline": ("baseline", "simple"), "simple": ("proposed", "simple"),
-           "block": ("proposed", "unbounded_block")}
-RESULT_COLUMNS = ("dataset", "epsilon", "method", "seed", "k", *METRICS, "steps",
+#: name → (mechanism, counter, options). ``alg3`` is the proposed method as printed (EM selection,
+#: Alg 3's m and r; the defaults before issue 17), run for the before/after comparison.
+METHODS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "baseline": ("baseline", "simple", {}), "simple": ("proposed", "simple", {}),
+    "block": ("proposed", "unbounded_block", {}),
+    "alg3": ("proposed", "simple", {"selection": "em", "estimator": "alg3"})}
+RESULT_COLUMNS = ("dataset", "epsilon", "method", "seed", "k", *METRICS, *L1_METRICS, "steps",
                   "sec_per_step", "peak_rss_mb", "snapshot_mb")
 
 #: Paper 003 Tables 1–3, Adult rows: (dataset, ε) → metric → (baseline, proposed/simple, block).
@@ -83,9 +88,9 @@ _paper_rows()
 
 
 def auto_k(epsilon: float) -> int:
-    """Workloads per step of the benchmark (the paper does not state k; docs/tabular.md T3):
-    1 for ε ≤ 1 (noise dominates), 4 above (coverage dominates)."""
-    return 1 if epsilon <= 1.0 else 4
+    """Workloads per step of the benchmark: the library's default (the paper does not state k;
+    docs/tabular.md T3), :func:`dpsynth.tabular.options.default_workloads_per_step`."""
+    return default_workloads_per_step(epsilon)
 
 
 def bench_key(seed: int) -> bytes:
@@ -97,9 +102,10 @@ def run_one(domain: Domain, stream: np.ndarray, batch: int, epsilon: float, meth
             seed: int, k: int, last: int = 10, max_steps: int | None = None,
             **options: Any) -> dict[str, Any]:
     """One stream through one synthesizer; metrics averaged over the last ``last`` steps."""
-    algo, counter = METHODS[method]
+    algo, counter, preset = METHODS[method]
     synth = TabularSynthesizer(domain, epsilon, bench_key(seed), release_every=batch,
-                               mechanism=algo, counter=counter, workloads_per_step=k, **options)
+                               mechanism=algo, counter=counter, workloads_per_step=k,
+                               **{**options, **preset})
     w = synth.workloads
     steps = -(-stream.shape[0] // batch)
     if max_steps is not None:
@@ -113,10 +119,10 @@ def run_one(domain: Domain, stream: np.ndarray, batch: int, epsilon: float, meth
         release = synth.step()
         true_flat += w.answers_flat(w.flat_index(chunk))
         if t >= steps - last:
-            rows.append(summarise(*workload_errors(w, w.split(true_flat),
-                                                   w.answers(release.records))))
+            rows.append(step_metrics(w, w.split(true_flat), w.answers(release.records)))
     elapsed = time.perf_counter() - start
-    result: dict[str, Any] = {m: float(np.mean([r[m] for r in rows])) for m in METRICS}
+    result: dict[str, Any] = {m: float(np.mean([r[m] for r in rows]))
+                              for m in (*METRICS, *L1_METRICS)}
     result.update(steps=steps, sec_per_step=elapsed / steps,
                   peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   snapshot_mb=len(synth.snapshot()) / 2**20)
@@ -124,33 +130,46 @@ def run_one(domain: Domain, stream: np.ndarray, batch: int, epsilon: float, meth
 
 
 def summary_markdown(results: list[dict[str, Any]]) -> str:
-    """Side-by-side table: paper (Base / Prop=Simple / Block) and ours (means over seeds)."""
+    """Side-by-side table: paper (Base / Prop=Simple / Block) and ours (means over seeds).
+
+    The paper prints one RelWE; its values stand beside both of our readings (``AvgRelWE``:
+    per cell, ``AvgRelWE_L1``: ‖W(f)−W(g)‖₁/‖W(f)‖₁). ``ms/step`` rows: medians over the runs.
+    """
     groups: dict[tuple[str, float, str], list[dict[str, Any]]] = {}
     for r in results:
         groups.setdefault((r["dataset"], float(r["epsilon"]), r["method"]), []).append(r)
     lines = ["| dataset | ε | metric | paper Base | ours Base | paper Prop (Simple) | "
-             "ours Simple | paper Block | ours Block | seeds |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "ours Simple | paper Block | ours Block | ours Alg 3 as printed | "
+             "seeds (Base/Simple/Block/Alg 3) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     cells = sorted({(d, e) for d, e, _ in groups})
     for dataset, eps in cells:
         paper = PAPER.get((dataset, eps), {})
-        for metric in METRICS:
-            ours = {}
-            seeds = 0
+        for metric in (*METRICS, *L1_METRICS, "ms/step"):
+            ours, seeds = {}, []
             for method in METHODS:
-                runs = groups.get((dataset, eps, method), [])
-                ours[method] = (f"{np.mean([float(r[metric]) for r in runs]):.4f}"
-                                if runs else "–")
-                seeds = max(seeds, len(runs))
-            base, prop, block = paper.get(metric, (None, None, None))
-
-            def show(value: float | None) -> str:
-                return "–" if value is None else f"{value:.4f}"
-
-            lines.append(f"| {dataset} | {eps:g} | {metric} | {show(base)} | {ours['baseline']} "
-                         f"| {show(prop)} | {ours['simple']} | {show(block)} | {ours['block']} "
-                         f"| {seeds} |")
+                runs = [r for r in groups.get((dataset, eps, method), [])
+                        if r.get(metric) not in (None, "") or metric == "ms/step"]
+                ours[method] = _ours(runs, metric)
+                seeds.append(str(len(runs)))
+            base, prop, block = paper.get(metric.removesuffix("_L1"), (None, None, None))
+            lines.append(f"| {dataset} | {eps:g} | {metric} | {_show(base)} | "
+                         f"{ours['baseline']} | {_show(prop)} | {ours['simple']} | "
+                         f"{_show(block)} | {ours['block']} | {ours['alg3']} | "
+                         f"{'/'.join(seeds)} |")
     return "\n".join(lines) + "\n"
+
+
+def _show(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4f}"
+
+
+def _ours(runs: list[dict[str, Any]], metric: str) -> str:
+    if not runs:
+        return "–"
+    if metric == "ms/step":
+        return f"{1000 * float(np.median([float(r['sec_per_step']) for r in runs])):.0f}"
+    return f"{np.mean([float(r[metric]) for r in runs]):.4f}"
 
 
 def read_results(out: Path) -> list[dict[str, Any]]:
@@ -159,4 +178,49 @@ def read_results(out: Path) -> list[dict[str, Any]]:
     for path in sorted(out.glob("results-*.csv")):
         with open(path, newline="", encoding="utf-8") as f:
             rows.extend(csv.DictReader(f))
+    return rows
+
+
+#: Before/after per-step time (issue 17): docs/benchmarks.md §11's runtime cases, each with the
+#: defaults before issue 17 (EM selection, Alg 3's m and r, k = 1 for ε ≤ 1 else 4) and now.
+SPEED_CASES = (("randomized-50", 1.0, "simple"), ("randomized-50", 4.0, "simple"),
+               ("randomized-50", 4.0, "block"), ("randomized-200", 4.0, "simple"))
+
+
+def _step_seconds(domain: Domain, stream: np.ndarray, batch: int, epsilon: float, method: str,
+                  k: int, steps: int, preset: dict[str, Any]) -> float:
+    """Median seconds of one step (add + step, no evaluation) over ``steps`` steps."""
+    algo, counter, _ = METHODS[method]
+    synth = TabularSynthesizer(domain, epsilon, bench_key(0), release_every=batch,
+                               mechanism=algo, counter=counter, workloads_per_step=k, **preset)
+    times = []
+    for t in range(steps):
+        chunk = stream[t * batch:(t + 1) * batch]
+        start = time.perf_counter()
+        synth.add(chunk)
+        synth.step()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def speed_rows(domain: Domain, streams: dict[str, np.ndarray], *, steps: int = 200,
+               repeats: int = 3) -> list[dict[str, Any]]:
+    """Per case: median ms/step before and after (alternating, ``repeats`` times each, in one
+    process after a warm-up) and the ratio after/before."""
+    before = {"selection": "em", "estimator": "alg3"}
+    rows = []
+    _step_seconds(domain, streams["randomized"], 50, 1.0, "simple", 1, 20, {})  # warm numba
+    for dataset, eps, method in SPEED_CASES:
+        kind, batch = dataset.split("-")
+        stream = streams[kind]
+        old_k, new_k = (1 if eps <= 1.0 else 4), auto_k(eps)  # auto_k before issue 17, now
+        olds, news = [], []
+        for _ in range(repeats):
+            olds.append(_step_seconds(domain, stream, int(batch), eps, method, old_k, steps,
+                                      before))
+            news.append(_step_seconds(domain, stream, int(batch), eps, method, new_k, steps, {}))
+        old, new = float(np.median(olds)), float(np.median(news))
+        rows.append({"dataset": dataset, "epsilon": eps, "method": method, "k_before": old_k,
+                     "k_after": new_k, "ms_before": 1000 * old, "ms_after": 1000 * new,
+                     "ratio": new / old})
     return rows

@@ -8,19 +8,22 @@ DP core never imports Kafka, Faust or the adapters, and its only source of rando
 layer (top to bottom)                          owns
 =============================================  ================================================
 ``cli``                                        the ``dpsynth`` command, one module per group
+``audit``                                      the neighbour audit of every entry point (P14)
 ``stream``                                     the Kafka worker (Faust, RocksDB, confluent-kafka)
-``settings`` · ``client`` · ``testing``        settings model · consumer library · pytest plugin
+``testing``                                    pytest plugin, broker launcher, recorded topics
+``settings`` · ``client``                      settings model · consumer library, recordings
 ``eval`` · ``datasets`` · ``keys``             W1, range queries · demo streams · key loader
 ``online`` · ``tabular``                       continual synthesis of points (HVZ Alg 1 and the
                                                step-block mechanisms) · of tables (paper 003)
 ``offline``                                    PMM, PSMM, low-dimensional synthesis
 ``release``                                    ``Release``, placement, wire formats
-``counters`` · ``accounting``                  Binary Mechanism, Sparse Counting (Alg 2),
+``counters`` · ``accounting`` · ``bounding``   Binary Mechanism, Sparse Counting (Alg 2),
                                                Inhomogeneous Sparse Counting (Alg 3) · ε
-                                               schedules, worst-case loss, composition
+                                               schedules, worst-case loss, composition ·
+                                               per-user contribution bounds (P15)
 ``noise``                                      keyed ChaCha20 streams, exact discrete Laplace
-leaves                                         ``errors``, ``schema``, ``tree``, ``clock``,
-                                               ``consistency``, ``state``
+leaves                                         ``errors``, ``schema``, ``clipping``,
+                                               ``tree``, ``clock``, ``consistency``, ``state``
 =============================================  ================================================
 """
 

@@ -43,22 +43,66 @@ def gowalla_path() -> Path:
     return data_dir() / "gowalla_nyc" / "gowalla_events.csv.gz"
 
 
-def load_gowalla(path: Path | None = None) -> np.ndarray:
-    """Gowalla NYC check-ins in time order (stable sort by time, then user), mapped to [0,1]^2.
+#: Gowalla NYC's filter box (its README): (lowest value, width) in degrees.
+GOWALLA_LON = (-74.2589, 0.5585)
+GOWALLA_LAT = (40.4774, 0.4402)
 
-    The box is the dataset's own filter box (its README): x = lon, y = lat. ``path`` defaults
-    to :func:`gowalla_path`.
-    """
+
+def _gowalla_rows(path: Path | None) -> list[tuple[str, int, float, float]]:
+    """(time, user, lon, lat) of every check-in, in time order (stable: ties by user)."""
     rows = []
     path = gowalla_path() if path is None else path
     with gzip.open(path, "rt") as handle:
         for user, ts, lat, lon, _ in csv.reader(handle, delimiter="\t"):
             rows.append((ts, int(user), float(lon), float(lat)))
     rows.sort(key=lambda r: (r[0], r[1]))
-    xy = np.array([(r[2], r[3]) for r in rows])
-    x = (xy[:, 0] + 74.2589) / 0.5585
-    y = (xy[:, 1] - 40.4774) / 0.4402
+    return rows
+
+
+def load_gowalla_degrees(path: Path | None = None) -> np.ndarray:
+    """Gowalla NYC check-ins in time order (stable sort by time, then user) as (lon, lat) in
+    degrees, unclipped. ``path`` defaults to :func:`gowalla_path`."""
+    return np.array([(r[2], r[3]) for r in _gowalla_rows(path)]).reshape(-1, 2)
+
+
+def _gowalla_unit(xy: np.ndarray) -> np.ndarray:
+    x = (xy[:, 0] - GOWALLA_LON[0]) / GOWALLA_LON[1]
+    y = (xy[:, 1] - GOWALLA_LAT[0]) / GOWALLA_LAT[1]
     return np.clip(np.stack([x, y], axis=1), 0.0, 1.0)
+
+
+def load_gowalla(path: Path | None = None) -> np.ndarray:
+    """Gowalla NYC check-ins in time order (stable sort by time, then user), mapped to [0,1]^2.
+
+    The box is the dataset's own filter box (its README): x = lon, y = lat. ``path`` defaults
+    to :func:`gowalla_path`.
+    """
+    return _gowalla_unit(load_gowalla_degrees(path))
+
+
+def load_gowalla_users(path: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`load_gowalla` and the user of every check-in (int64, the file's first column):
+    7,115 users, median 5 check-ins each, the heaviest 1,794 (the privacy unit "user")."""
+    rows = _gowalla_rows(path)
+    xy = np.array([(r[2], r[3]) for r in rows]).reshape(-1, 2)
+    return _gowalla_unit(xy), np.array([r[1] for r in rows], np.int64)
+
+
+def demo_users(n: int, seed: int = 0, *, n_users: int | None = None) -> np.ndarray:
+    """A user id for each of ``n`` generated records: ``n_users`` users (default n/20, about
+    Gowalla's 20 records per user) whose activity falls like rank^-0.8, so a few users hold
+    many records and most hold a handful, as in check-in data. A public workload, like the
+    points it labels (depends on n, seed and n_users only).
+
+    >>> users = demo_users(20_000, seed=1)
+    >>> counts = np.bincount(users)
+    >>> users.shape, counts.size, int(counts.max()) > 500, int(np.median(counts)) < 20
+    ((20000,), 1000, True, True)
+    """
+    n_users = max(n // 20, 1) if n_users is None else n_users
+    rng = np.random.default_rng([seed, 16])  # a stream of its own: the points stay unchanged
+    activity = np.arange(1, n_users + 1, dtype=np.float64) ** -0.8
+    return rng.choice(n_users, size=n, p=activity / activity.sum())
 
 
 def uniform_stream(n: int, d: int, seed: int) -> np.ndarray:

@@ -32,12 +32,15 @@ from typing import Any
 import numpy as np
 
 from dpsynth._types import Points
+from dpsynth.clipping import ClipReport
 from dpsynth.errors import ConfigError, SchemaError
+
+__all__ = ["ClipReport", "Column", "Schema", "SCHEMA_VERSIONS"]
 
 #: Versions of the schema file format this module reads (schemas/record-schema.v1.json).
 SCHEMA_VERSIONS = (1,)
 
-_SCHEMA_KEYS = {"version", "columns", "name", "$schema"}
+_SCHEMA_KEYS = {"version", "columns", "name", "user_column", "$schema"}
 _COLUMN_KEYS = {"name", "lower", "upper"}
 _MISSING = object()  # marks a field absent from a record
 _NONFINITE = "field {!r} must be finite (NaN and ±inf are rejected)"
@@ -94,38 +97,6 @@ class Column:
 
 
 @dataclass(frozen=True)
-class ClipReport:
-    """How many values of a batch were clipped to their bounds, per column (operational metric).
-
-    Never part of a release (DESIGN §3 "Bad input"). ``total`` counts clipped *values*; a record
-    clipped in two columns counts twice. Reports add up: ``report_a + report_b``.
-    """
-
-    columns: tuple[str, ...]
-    counts: tuple[int, ...]
-
-    @property
-    def per_column(self) -> dict[str, int]:
-        """Clipped values per column name."""
-        return dict(zip(self.columns, self.counts, strict=True))
-
-    @property
-    def total(self) -> int:
-        """Clipped values over all columns."""
-        return sum(self.counts)
-
-    def __add__(self, other: ClipReport) -> ClipReport:
-        if not isinstance(other, ClipReport):
-            return NotImplemented
-        if other.columns != self.columns:
-            raise ValueError(
-                f"clip reports of columns {other.columns} and {self.columns} must match to add"
-            )
-        counts = tuple(a + b for a, b in zip(self.counts, other.counts, strict=True))
-        return ClipReport(self.columns, counts)
-
-
-@dataclass(frozen=True)
 class Schema:
     """The declared domain: columns in order (point coordinate i is column i) and a version.
 
@@ -137,11 +108,16 @@ class Schema:
         Schema file format version (only 1 exists).
     name
         Optional human-readable name of the domain.
+    user_column
+        Optional field holding each record's user id (a string or an integer, not a
+        coordinate): the privacy unit "user" bounds and protects each user's records
+        (docs/privacy.md P15). Declared, never inferred from values.
     """
 
     columns: tuple[Column, ...]
     version: int = 1
     name: str | None = None
+    user_column: str | None = None
 
     def __post_init__(self) -> None:
         columns = self.columns
@@ -152,13 +128,14 @@ class Schema:
             raise ConfigError("schema `columns` must be a tuple of Column")
         if not columns:
             raise ConfigError("schema `columns` (empty) must declare at least one column")
-        seen: set[str] = set()
-        for column in columns:
-            if column.name in seen:
-                raise ConfigError(
-                    f"column name {column.name!r} must be unique; it is declared twice"
-                )
-            seen.add(column.name)
+        names = [c.name for c in columns]
+        for name in names:
+            if names.count(name) > 1:
+                raise ConfigError(f"column name {name!r} must be unique; it is declared twice")
+        if self.user_column is not None and (not isinstance(self.user_column, str)
+                                             or not self.user_column or self.user_column in names):
+            raise ConfigError(f"schema `user_column` ({self.user_column!r}) must name a field "
+                              "that is not a coordinate column (the user id), or be absent")
         if isinstance(self.version, bool) or self.version not in SCHEMA_VERSIONS:
             raise ConfigError(
                 f"schema `version` ({self.version!r}) must be one of {SCHEMA_VERSIONS}; "
@@ -204,7 +181,8 @@ class Schema:
         version = data.get("version", 1)
         if not isinstance(version, int):
             raise ConfigError(f"schema `version` ({version!r}) must be an integer")
-        return cls(tuple(columns), version=version, name=data.get("name"))
+        return cls(tuple(columns), version=version, name=data.get("name"),
+                   user_column=data.get("user_column"))
 
     def to_dict(self) -> dict[str, Any]:
         """The file form (JSON-ready); ``Schema.from_dict(s.to_dict()) == s``."""
@@ -214,6 +192,8 @@ class Schema:
         out["columns"] = [
             {"name": c.name, "lower": c.lower, "upper": c.upper} for c in self.columns
         ]
+        if self.user_column is not None:  # absent otherwise: older states' bound config
+            out["user_column"] = self.user_column
         return out
 
     @classmethod
@@ -336,14 +316,18 @@ class Schema:
                     "(n, d) array; wrap a single record in a list"
                 )
             records = list(records)
-            reasons = [
-                None if isinstance(r, Mapping) else "record must be a mapping of field to number"
-                for r in records
-            ]
-            columns = [
-                [r.get(c.name, _MISSING) if isinstance(r, Mapping) else 0.0 for r in records]
-                for c in self.columns
-            ]
+            if set(map(type, records)) <= {dict}:  # plain dicts (msgpack's): no ABC checks
+                reasons = [None] * len(records)
+                columns = [[r.get(name, _MISSING) for r in records] for name in self.names]
+            else:
+                reasons = [
+                    None if isinstance(r, Mapping) else "record must be a mapping of field to "
+                    "number" for r in records
+                ]
+                columns = [
+                    [r.get(c.name, _MISSING) if isinstance(r, Mapping) else 0.0 for r in records]
+                    for c in self.columns
+                ]
         values = np.full((len(reasons), d), np.nan)
         for j, column in enumerate(columns):
             _fill_column(values[:, j], column, self.columns[j].name, reasons)
@@ -374,7 +358,7 @@ class Schema:
 
 def _fill_column(out: np.ndarray, column: list[Any], name: str, reasons: list[str | None]) -> None:
     """Convert one column's values into ``out``; give each still-valid bad record its reason."""
-    if all(type(v) is float or type(v) is int for v in column):  # fast path: plain numbers
+    if set(map(type, column)) <= {float, int}:  # fast path: plain numbers (bool is not int)
         try:
             out[:] = column
         except OverflowError:  # an int beyond float64: handled value by value below

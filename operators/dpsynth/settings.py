@@ -10,6 +10,7 @@ that variable, the value and the rule (never a key: secrets are :class:`~pydanti
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -17,9 +18,12 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
+from dpsynth.accounting import PRIVACY_UNITS
+from dpsynth.bounding import MAX_CONTRIBUTIONS
 from dpsynth.errors import ConfigError
 from dpsynth.online.mechanism import AUTO, MECHANISMS, NEIGHBOUR_NOTIONS
 from dpsynth.online.synthesizer import DEFAULT_MAX_DEPTH, OnlineSynthesizer
+from dpsynth.schema import Schema
 
 PREFIX = "DPSYNTH_"
 
@@ -41,6 +45,12 @@ def integer(low: int, high: int | None = None) -> BeforeValidator:
             raise ValueError(f"must be an integer {bound}; fix it")
         return number
     return BeforeValidator(check)
+
+
+def optional_integer(low: int, high: int) -> BeforeValidator:
+    """Unset (None or empty) or an integer in [low, high]."""
+    check = integer(low, high).func
+    return BeforeValidator(lambda v: None if v is None or str(v).strip() == "" else check(v))
 
 
 def number(low: float, *, strict: bool = False) -> BeforeValidator:
@@ -124,6 +134,10 @@ def config_error(error: ValidationError, fixes: Mapping[str, str] | None = None,
 Mechanism = Annotated[str, choice((AUTO, *MECHANISMS))]
 #: The neighbour notion.
 Neighbours = Annotated[str, choice(NEIGHBOUR_NOTIONS)]
+#: The privacy unit (docs/privacy.md P15).
+PrivacyUnit = Annotated[str, choice(PRIVACY_UNITS, lower=True)]
+#: An optional bound on a user's records: unset, or an integer in [1, MAX_CONTRIBUTIONS].
+Bound = Annotated[int | None, optional_integer(1, MAX_CONTRIBUTIONS)]
 
 
 class SynthesisSettings(BaseModel):
@@ -136,6 +150,12 @@ class SynthesisSettings(BaseModel):
     max_depth: Annotated[int, integer(0, 63)] = DEFAULT_MAX_DEPTH
     mechanism: Mechanism = AUTO
     neighbours: Neighbours = "replace"
+    #: ``user``: ε per user, the first ``max_contributions`` records of each user counted.
+    privacy_unit: PrivacyUnit = "record"
+    max_contributions: Bound = None
+    max_contributions_per_step: Bound = None
+    #: The field of each record holding its user id (else the schema's ``user_column``).
+    user_column: str = ""
 
     @classmethod
     def of(cls, *, label: Callable[[str], str] = env_name, **values: Any) -> SynthesisSettings:
@@ -148,10 +168,34 @@ class SynthesisSettings(BaseModel):
     def synthesizer(self, d: int, key: bytes, *, partition: int = 0,
                     **options: Any) -> OnlineSynthesizer:
         """The :class:`OnlineSynthesizer` of these settings (``options``: placement, fresh…)."""
+        units = {name: value for name, value in (
+            ("privacy_unit", self.privacy_unit), ("max_contributions", self.max_contributions),
+            ("max_contributions_per_step", self.max_contributions_per_step))
+            if value not in (None, "record")}  # the synthesizer checks the combination
         return OnlineSynthesizer(
             d, self.epsilon, key, self.release_every, self.mechanism, self.max_depth,
-            partition=partition, neighbours=self.neighbours, **options,
+            partition=partition, neighbours=self.neighbours, **units, **options,
         )
+
+    def user_schema(self, schema: Schema, *, label: Callable[[str], str] = env_name
+                    ) -> Schema:
+        """``schema`` with the user id column of these settings (privacy unit "user").
+
+        The column comes from ``user_column`` or the schema's own ``user_column``; two
+        different names are refused. Under the unit "record" a declared column is ignored.
+        """
+        if self.privacy_unit == "record":
+            if self.user_column:
+                raise ConfigError(f"{label('user_column')} ({self.user_column!r}) names the "
+                                  f"user id for {label('privacy_unit')}=user; set that too, or "
+                                  "drop it")
+            return dataclasses.replace(schema, user_column=None)  # ignored per record
+        declared = schema.user_column
+        if self.user_column and declared and self.user_column != declared:
+            raise ConfigError(f"{label('user_column')} ({self.user_column!r}) differs from the "
+                              f"schema's user_column ({declared!r}); name one column")
+        column = self.user_column or declared
+        return schema if column == declared else dataclasses.replace(schema, user_column=column)
 
 
 def bootstrap_of(broker: str) -> str:

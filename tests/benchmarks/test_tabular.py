@@ -38,6 +38,15 @@ def test_bench_smoke(tmp_path):
     assert all(0 < float(r["AvgWE"]) <= float(r["MaxWE"]) for r in rows)
     summary = (tmp_path / "summary.md").read_text()
     assert "| Adult-randomized-bs-200 | 1 | AvgWE | 0.0065 |" in summary
+    assert all(0 <= float(r["AvgRelWE_L1"]) <= float(r["MaxRelWE_L1"]) for r in rows)
+    assert "| Adult-randomized-bs-200 | 1 | AvgRelWE_L1 | 0.2786 |" in summary  # paper beside
+
+
+@needs_adult
+def test_speed_smoke():
+    result = CliRunner().invoke(main, ["tabular-speed", "--steps", "3", "--repeats", "1"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("ratio") == 4 and "before" in result.output
 
 
 def test_paper_numbers_cover_all_adult_cells():

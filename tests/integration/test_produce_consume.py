@@ -1,8 +1,9 @@
 """``dpsynth produce`` and ``dpsynth consume`` against a real broker (fixture ``kafka_bootstrap``).
 
-- produce: 5000 generated records, 100 per message, into a fresh topic; read back with a plain
-  confluent-kafka consumer: 50 messages, each a msgpack list of 100 maps, 5000 records in all,
-  equal to the generated stream (and ``--batch 1`` sends bare maps).
+- produce: 5000 generated records, 100 per message, into a fresh topic; read back with the
+  test kit's ``read_topic`` (the reader of ``dpsynth topics export``): 50 messages, each a
+  msgpack list of 100 maps, 5000 records in all, equal to the generated stream (and
+  ``--batch 1`` sends bare maps).
 - consume: the test writes encoded releases of an embedded :class:`OnlineSynthesizer` itself
   (two partitions, one release duplicated, one truncated); ``consume`` reports every valid
   release exactly once, rejects the truncated one, and ``--out`` holds the merged points.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import re
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -29,48 +29,17 @@ from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import encode_release
 from dpsynth.schema import Schema
 from dpsynth.stream.codecs import release_record_key
-from dpsynth.testing.kafka import create_topics
+from dpsynth.testing.kafka import create_topics, produce_messages, read_topic
 
-ck = pytest.importorskip("confluent_kafka")
-ck_admin = pytest.importorskip("confluent_kafka.admin")
+pytest.importorskip("confluent_kafka")
 
 pytestmark = pytest.mark.kafka
 
-TIMEOUT_S = 60.0
 SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "example-schema.json"
 
 
 def _name(kind: str) -> str:
     return f"dpsynth-it-{kind}-{uuid.uuid4().hex[:10]}"
-
-
-def _read_all(bootstrap: str, topic: str, expected: int) -> list[Any]:
-    """The first ``expected`` messages of ``topic`` (all partitions), read with a fresh group."""
-    consumer = ck.Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": _name("reader"),
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 1000,
-    })
-    consumer.subscribe([topic])
-    messages: list[Any] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while len(messages) < expected:
-            assert time.monotonic() < deadline, f"timed out after {len(messages)} messages"
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            messages.append(msg)
-        extra = consumer.poll(2.0)  # nothing beyond what was produced
-        assert extra is None or extra.error() is not None, "more messages than produced"
-    finally:
-        consumer.close()
-    return messages
 
 
 def _invoke(command: Any, args: list[str]) -> Any:
@@ -89,15 +58,16 @@ def test_produce_generate_batches_round_trip(kafka_bootstrap: str) -> None:
     assert "produced 5,000 records in 50 messages" in result.output
     assert "records/s" in result.output
 
-    messages = _read_all(kafka_bootstrap, topic, 50)
-    assert {m.partition() for m in messages} == {0, 1}  # round-robin over both partitions
-    assert all(m.key() is None for m in messages)
-    batches = [msgpack.unpackb(m.value(), raw=False) for m in messages]
+    messages = read_topic(kafka_bootstrap, topic)
+    assert len(messages) == 50  # every message once, nothing else
+    assert {m.partition for m in messages} == {0, 1}  # round-robin over both partitions
+    assert all(m.key is None for m in messages)
+    batches = [msgpack.unpackb(m.value, raw=False) for m in messages]
     assert all(isinstance(b, list) and len(b) == 100 for b in batches)
     assert sum(len(b) for b in batches) == 5000
     # every record arrived once: message i (in partition order) holds records 100i..100i+99
     ordered = sorted(zip(messages, batches, strict=True),
-                     key=lambda mb: (mb[0].offset(), mb[0].partition()))
+                     key=lambda mb: (mb[0].offset, mb[0].partition))
     records = [r for _, batch in ordered for r in batch]
     expected = drifting_blobs(5000, 0)
     got = np.array([[r["x"], r["y"]] for r in records])
@@ -111,14 +81,15 @@ def test_produce_single_records_and_schema_units(kafka_bootstrap: str) -> None:
                                "--generate", "30", "--batch", "1", "--schema", str(SCHEMA),
                                "--key-by", "hash", "--partitions", "3"])
     assert "produced 30 records in 30 messages" in result.output
-    messages = _read_all(kafka_bootstrap, topic, 30)
-    values = [msgpack.unpackb(m.value(), raw=False) for m in messages]
+    messages = read_topic(kafka_bootstrap, topic)
+    assert len(messages) == 30
+    values = [msgpack.unpackb(m.value, raw=False) for m in messages]
     assert all(isinstance(v, dict) and set(v) == {"lat", "lon"} for v in values)
-    assert all(len(m.key()) == 8 for m in messages)  # keyed by the message index
-    assert sorted(int.from_bytes(m.key(), "big") for m in messages) == list(range(30))
+    assert all(len(m.key) == 8 for m in messages)  # keyed by the message index
+    assert sorted(int.from_bytes(m.key, "big") for m in messages) == list(range(30))
     # the schema maps the generated points to its units, and back
     schema = Schema.from_json_file(SCHEMA)
-    by_index = {int.from_bytes(m.key(), "big"): v for m, v in zip(messages, values, strict=True)}
+    by_index = {int.from_bytes(m.key, "big"): v for m, v in zip(messages, values, strict=True)}
     points, clips = schema.to_unit([by_index[i] for i in range(30)])
     assert clips.total == 0
     np.testing.assert_allclose(points, drifting_blobs(30, 0), atol=1e-12)
@@ -132,8 +103,8 @@ def test_produce_input_file_sends_records_as_they_are(kafka_bootstrap: str,
     result = _invoke(produce, ["--bootstrap", kafka_bootstrap, "--topic", topic,
                                "--input", str(path), "--schema", str(SCHEMA), "--batch", "2"])
     assert "1 of them do not fit --schema" in result.output
-    messages = _read_all(kafka_bootstrap, topic, 2)
-    batches = [msgpack.unpackb(m.value(), raw=False) for m in messages]
+    messages = read_topic(kafka_bootstrap, topic)
+    batches = [msgpack.unpackb(m.value, raw=False) for m in sorted(messages)]
     assert batches == [[{"lat": 40.7, "lon": -74.0}, {"lat": "oops"}],
                        [{"lat": 40.8, "lon": -73.9}]]
 
@@ -158,17 +129,6 @@ def _encode(release: Any, run_id: str, partition: int) -> tuple[bytes, list[byte
     records = encode_release(release, run_id=run_id, partition=partition, sequence=sequence,
                              max_chunk_bytes=600)  # small chunks: several per release
     return release_record_key(run_id, partition, sequence), records
-
-
-def _send(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
-    """Produce (key, value) pairs in order (idempotent: no duplicates from retries)."""
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    errors: list[Any] = []
-    for key, value in messages:
-        producer.produce(topic, value, key=key,
-                         on_delivery=lambda err, _msg: errors.append(err) if err else None)
-    assert producer.flush(TIMEOUT_S) == 0
-    assert errors == []
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +160,7 @@ def synthetic_topic(kafka_bootstrap: str) -> dict[str, Any]:
             assert len(records) >= 3
             records = records[:2]  # header and chunk 0; the rest never arrives
         messages += [(key, r) for r in records]
-    _send(kafka_bootstrap, topic, messages)
+    produce_messages(kafka_bootstrap, topic, [(None, v, k) for k, v in messages])
     valid = {(0, r.metadata["sequence"]): r for r in p0 if r.metadata["sequence"] != 4}
     valid |= {(1, r.metadata["sequence"]): r for r in p1 if r.metadata["sequence"] != 4}
     return {"topic": topic, "run_id": run_id, "valid": valid,

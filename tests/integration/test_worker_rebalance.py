@@ -82,7 +82,8 @@ def test_two_workers_and_rebalances_keep_every_partition_equal_to_its_embedded_r
         _wait(_all_done([a], 6000), [a])
 
         b.start()  # B joins: one partition moves to B, which has no state for it
-        b.wait_log("[^Worker]: Ready")
+        # joined: the group gave B one partition (its processor exports t at once)
+        b.wait_for(lambda m: len(m.get("dpsynth_t", {})) == 1, timeout_s=120)
         _produce(kafka_bootstrap, topics.input, points, 6000, 10_000)
         _wait(_all_done([a, b], 10_000), [a, b])
         moved = next(iter(b.metrics()["dpsynth_t"]))

@@ -124,6 +124,7 @@ TABULAR: dict[str, Callable[[], str]] = {
     "tabular/proposed/unbounded_block": lambda: _tabular(counter="unbounded_block"),
     "tabular/baseline": lambda: _tabular(mechanism="baseline"),
     "tabular/proposed/replace": lambda: _tabular(neighbours="replace"),
+    "tabular/proposed/as-printed": lambda: _tabular(selection="em", estimator="alg3"),
 }
 
 

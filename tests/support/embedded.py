@@ -33,12 +33,15 @@ def embedded_release_records(
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
     mechanism: str | None = None,
     neighbours: str = "replace",
+    users: list[Any] | None = None,
+    **options: Any,
 ) -> dict[int, list[bytes]]:
     """sequence → encoded records of every release the embedded engine makes on ``points``.
 
-    ``mechanism`` None: the synthesizer's default, as the worker without DPSYNTH_MECHANISM.
+    ``mechanism`` None: the synthesizer's default, as the worker without DPSYNTH_MECHANISM;
+    ``users`` and ``options`` (``privacy_unit``, ``max_contributions``…): the privacy unit.
     """
-    extra: dict[str, Any] = {"neighbours": neighbours}
+    extra: dict[str, Any] = {"neighbours": neighbours, **options}
     if mechanism is not None:
         extra["mechanism"] = mechanism
     synth = OnlineSynthesizer(
@@ -46,7 +49,7 @@ def embedded_release_records(
         max_depth=max_depth, partition=partition, **extra,
     )
     out = {}
-    for release in synth.extend(points):
+    for release in synth.extend(points, users=users):
         sequence = int(release.metadata["sequence"])
         out[sequence] = encode_release(
             release, run_id=run_id, partition=partition, sequence=sequence,
@@ -146,3 +149,28 @@ def check_against_embedded(
         "duplicates": sum(n - 1 for n in seen.values()),
         "releases": len(got),
     }
+
+
+def crash_then_restart(open_processor: Any, sink: MemorySink, messages: list[Any], *,
+                       crash_at: tuple[str, int], crash: type[BaseException],
+                       batch: int) -> Any:
+    """Feed ``messages`` in batches to a processor armed to crash at ``crash_at`` (the crash
+    action raises ``crash``), lose what the sink had not flushed, then open a new processor on
+    the same store and feed it again from the last acknowledged offset + 1, as Kafka
+    re-delivers; returns the restarted processor (the caller closes it)."""
+    proc = open_processor(sink, crash_at)
+    acked = -1
+    try:
+        for i in range(0, len(messages), batch):
+            acked = proc.process(messages[i:i + batch])
+    except crash:
+        pass
+    else:
+        raise AssertionError(f"the crash point {crash_at} was never reached")
+    sink.crash()
+    proc.close()
+    restarted = open_processor(sink, None)
+    assert restarted.committed >= acked, "the committed watermark went back"
+    for i in range(acked + 1, len(messages), batch):
+        restarted.process(messages[i:i + batch])
+    return restarted

@@ -114,3 +114,21 @@ def test_time_parsing_and_buckets() -> None:
     assert bucket.tolist() == [0, 2, -1, -1, -1] and [i for i, _ in rejects] == [2, 3, 4]
     assert steps.n_steps(bucket) == 3
     assert TimeSteps("ts", 0.0, 60.0, None).n_steps(bucket) == 3  # through the latest record
+
+
+def test_empty_steps_and_empty_releases_do_not_break_the_report(tmp_path: Path) -> None:
+    # the first three declared steps hold no record: their releases have nothing behind them
+    # (and under add/remove often a noisy size of 0), which once crashed the W1 curve
+    data = tmp_path / "d.csv"
+    data.write_text("ts,x,y\n" + "".join(f"{30 + i % 50},0.4,0.6\n" for i in range(120)))
+    out = tmp_path / "out"
+    _run("--input", str(data), "--neighbours", "add_remove", *TIME, "--time-end", "80",
+         "--out", str(out))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records_behind_releases"][:3] == [[1, 0], [2, 0], [3, 0]]
+    assert all(point["t"] > 0 for point in summary["w1_over_t"])
+    bare = tmp_path / "bare"
+    _run("--input", str(data), "--neighbours", "add_remove", *TIME, "--time-end", "80",
+         "--out", str(bare), "--no-report")
+    assert sorted(p.name for p in bare.iterdir()) == ["dead-letter.ndjson", "releases"]
+    assert [r.t for r in _releases(bare)] == [r.t for r in _releases(out)]

@@ -511,3 +511,24 @@ def test_assembler_forgets_only_the_distant_past() -> None:
 def test_assembler_refuses_bad_settings() -> None:
     with pytest.raises(ConfigError, match="max_pending"):
         ReleaseAssembler(max_pending=0)
+
+
+def test_a_release_with_its_occupied_leaves_encodes_to_the_same_bytes():
+    """The synthesizer hands its releases' sparse counts along (issue 15): same bytes."""
+    import dataclasses
+
+    from dpsynth.online.synthesizer import OnlineSynthesizer
+
+    synth = OnlineSynthesizer(2, 1.0, bytes(32), 500, max_depth=12)
+    releases = list(synth.extend(np.random.default_rng(3).random((3000, 2)) ** 3))
+    assert releases and all(r.occupied is not None for r in releases)
+    for r in releases:
+        dense = dataclasses.replace(r, occupied=None)
+        key = {"run_id": "r", "partition": 0, "sequence": int(r.metadata["sequence"])}
+        assert encode_release(r, **key) == encode_release(dense, **key)
+        cells, values = r.occupied
+        assert np.array_equal(np.flatnonzero(r.leaf_counts), cells)
+        assert np.array_equal(r.leaf_counts[cells], values)
+    bad = dataclasses.replace(releases[-1], occupied=(cells[::-1], values[::-1]))
+    with pytest.raises(ConfigError, match="ascending"):
+        encode_release(bad, run_id="r", partition=0, sequence=1)

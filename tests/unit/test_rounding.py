@@ -12,7 +12,7 @@ from dpsynth.online.rounding import (
     empty_shape,
     fold_refined,
     sorted_union,
-    systematic_counts,
+    systematic_runs,
 )
 
 
@@ -37,7 +37,7 @@ def _unit_by_unit(starts, widths, before, rate, total, u) -> np.ndarray:  # type
     return out
 
 
-def test_systematic_counts_place_every_unit_where_the_definition_does() -> None:
+def test_systematic_runs_place_every_unit_where_the_definition_does() -> None:
     rng = np.random.default_rng(0)
     for _ in range(300):
         depth = int(rng.integers(1, 12))
@@ -49,8 +49,11 @@ def test_systematic_counts_place_every_unit_where_the_definition_does() -> None:
         scale = total / (density * widths).sum()
         before = np.concatenate([[0.0], np.cumsum(density * widths)[:-1]]) * scale
         u = float(rng.random())
+        cells, values = np.empty(total, np.int64), np.empty(total, np.int64)
+        n = systematic_runs(starts, widths, before, density * scale, total, u, cells, values)
+        assert (np.diff(cells[:n]) > 0).all() and (values[:n] > 0).all()  # runs, ascending
         got = np.zeros(1 << depth, np.int64)
-        systematic_counts(starts, widths, before, density * scale, total, u, got)
+        got[cells[:n]] = values[:n]
         assert got.sum() == total
         assert (got == _unit_by_unit(starts, widths, before, density * scale, total, u)).all()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import msgpack
@@ -10,6 +11,7 @@ import pytest
 
 from dpsynth.schema import Column, Schema
 from dpsynth.stream.codecs import (
+    MAX_REJECTS_LISTED,
     dead_letter_key,
     decode_dead_letter,
     decode_event,
@@ -80,19 +82,40 @@ def test_an_empty_batch_has_no_points():
     assert result.points.shape == (0, 2) and not result.rejects
 
 
-def test_dead_letter_round_trip_keeps_the_raw_bytes():
+def test_dead_letter_round_trip_names_the_message_without_its_value():
     raw = pack([{"x": 1, "y": 0}, {"x": math.inf, "y": 0}])
     letter = encode_dead_letter(value=raw, topic="raw", partition=2, offset=41,
                                 timestamp_ms=1700000000000,
                                 rejects=[(1, "field 'x' must be finite")], n_records=2)
     decoded = decode_dead_letter(letter)
     assert decoded == {
-        "format": 1, "topic": "raw", "partition": 2, "offset": 41,
+        "format": 2, "topic": "raw", "partition": 2, "offset": 41,
         "timestamp_ms": 1700000000000, "reason": "field 'x' must be finite",
-        "rejects": [[1, "field 'x' must be finite"]], "n_records": 2, "raw": raw,
+        "rejects": [[1, "field 'x' must be finite"]], "n_rejects": 1, "n_records": 2,
+        "length": len(raw), "sha256": hashlib.sha256(raw).hexdigest(), "prefix": b"",
     }
     with pytest.raises(ValueError, match="not a dpsynth dead-letter record"):
-        decode_dead_letter(pack({"format": 2}))
+        decode_dead_letter(pack({"format": 1, "raw": raw}))
+
+
+@pytest.mark.parametrize("size", [0, 1, 2**20, 50 * 2**20])
+def test_dead_letters_are_bounded_whatever_the_message(size):
+    raw = bytes(range(256)) * (size // 256) + b"\x01" * (size % 256)
+    rejects = [(i, "field 'x' is missing " + "z" * 10_000) for i in range(100_000)]
+    letter = encode_dead_letter(value=raw, topic="t" * 249, partition=0, offset=2**62,
+                                timestamp_ms=None, rejects=rejects, n_records=100_000,
+                                prefix_bytes=4096)
+    assert len(letter) < 64 * 1024 + 4096
+    decoded = decode_dead_letter(letter)
+    assert decoded["length"] == size and decoded["prefix"] == raw[:4096]
+    assert decoded["n_rejects"] == 100_000 and len(decoded["rejects"]) == MAX_REJECTS_LISTED
+
+
+def test_a_tombstone_dead_letter_has_no_length_or_digest():
+    decoded = decode_dead_letter(encode_dead_letter(
+        value=None, topic="raw", partition=0, offset=1, timestamp_ms=None,
+        rejects=[(-1, "message has no value")], n_records=0, prefix_bytes=10))
+    assert decoded["length"] is None and decoded["sha256"] is None and decoded["prefix"] is None
 
 
 def test_keys():

@@ -207,7 +207,7 @@ def test_mechanism_setting_and_its_old_name(env):
 
 
 def test_neighbours_setting_is_validated_and_bound_to_the_state(env):
-    from dpsynth.stream.processor import synthesizer_config
+    from dpsynth.stream.engines import synthesizer_config
 
     assert load_config(env).neighbours == "replace"
     assert "neighbours" not in synthesizer_config(load_config(env))  # older states still load

@@ -6,6 +6,7 @@ processor on the same store, fed again from the last acknowledged offset, as Kaf
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -45,6 +46,7 @@ def config(tmp_path):
         "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_RELEASE_EVERY": str(RELEASE_EVERY),
         "DPSYNTH_MAX_DEPTH": "10", "DPSYNTH_DATA_DIR": str(tmp_path / "data"),
         "DPSYNTH_RELEASE_LINGER_S": "0", "DPSYNTH_CHECKPOINT_INTERVAL_S": "3600",
+        "DPSYNTH_STATE_COMMIT_INTERVAL_S": "0",  # a state commit with every release
     })
 
 
@@ -184,7 +186,8 @@ def test_bad_records_are_dead_lettered_and_not_counted(config):
     assert letters[0]["rejects"][0][0] == -1
     assert letters[1]["rejects"] == [[0, "field 'y' is missing"]]
     assert letters[2]["reason"] == "field 'x' must be finite (NaN and ±inf are rejected)"
-    assert letters[1]["raw"] == values[2]
+    assert letters[1]["sha256"] == hashlib.sha256(values[2]).hexdigest()
+    assert letters[1]["length"] == len(values[2]) and letters[1]["prefix"] == b""  # default 0
     assert proc.metrics.get("dead_lettered_records", 0) == 3
     proc.close()
 

@@ -47,6 +47,7 @@ def _env(tmp_path, **extra):
         "DPSYNTH_EPSILON": "1.0", "DPSYNTH_NOISE_KEY": TEST_KEY_HEX,
         "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_DATA_DIR": str(tmp_path / "data"),
         "DPSYNTH_RELEASE_LINGER_S": "0", "DPSYNTH_CHECKPOINT_INTERVAL_S": "3600",
+        "DPSYNTH_STATE_COMMIT_INTERVAL_S": "0",  # a state commit with every release
     }
     env.update(extra)
     return env
@@ -108,6 +109,9 @@ def test_tabular_settings_are_read_and_defaulted(tmp_path):
     assert config.engine == "tabular" and config.schema is None
     assert config.tabular.domain == DOMAIN and config.d == 4
     assert config.tabular.workloads_per_step == 3
+    default = load_config(_env(tmp_path))
+    assert default.tabular.workloads_per_step is None  # the library picks max(1, round(2ε))
+    assert default.tabular_synthesizer(0).k == 2
     assert config.tabular.mechanism in ("proposed", "baseline")
     summary = config.public_summary()
     assert summary["tabular"]["domain_digest"] == DOMAIN.digest()
@@ -278,7 +282,7 @@ def test_records_outside_the_domain_are_dead_lettered_without_their_value(config
     letters = [decode_dead_letter(v) for _, v in sink.delivered[config.dead_letter_topic]]
     assert [d["offset"] for d in letters] == [1, 2, 3, 4]
     assert letters[0]["rejects"] == [[0, "attribute 'colour': unknown category"]]
-    assert letters[0]["n_records"] == 2 and letters[0]["raw"] == values[1]
+    assert letters[0]["n_records"] == 2 and letters[0]["length"] == len(values[1])
     assert "age4" in letters[1]["reason"] and "9" not in letters[1]["reason"]
     assert letters[2]["reason"] == "attribute 'member': missing"
     assert letters[3]["rejects"][0][0] == -1

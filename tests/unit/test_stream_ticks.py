@@ -46,6 +46,7 @@ def _config(tmp_path, **extra):
         "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_NEIGHBOURS": "add_remove",
         "DPSYNTH_MAX_DEPTH": "10", "DPSYNTH_DATA_DIR": str(tmp_path / "data"),
         "DPSYNTH_RELEASE_LINGER_S": "0", "DPSYNTH_CHECKPOINT_INTERVAL_S": "3600",
+        "DPSYNTH_STATE_COMMIT_INTERVAL_S": "0",  # a state commit with every release
     }
     env.update(extra)
     return load_config(env)
@@ -183,7 +184,7 @@ def test_P11_under_replace_a_marker_releases_a_quiet_partition(tmp_path):
 def test_the_timer_writes_one_marker_per_partition_and_period(tmp_path):
     config = _config(tmp_path, DPSYNTH_TICK_SECONDS="2")
     sink = MemorySink()
-    operator = Operator(config, app=None, sink=sink)
+    operator = Operator(config, sink=sink)
 
     class Loaded:
         last_tick_ms = 4000  # the period [4 s, 6 s) was applied before a restart
@@ -197,4 +198,3 @@ def test_the_timer_writes_one_marker_per_partition_and_period(tmp_path):
     assert [(p, m.partition, m.at_ms) for p, m in sent] == [
         (0, 0, 6000), (3, 3, 6000), (0, 0, 8000), (3, 3, 8000)]
     assert all(topic == config.input_topic for topic, _, _, _ in sink.sent)
-    operator.executor.shutdown()

@@ -29,24 +29,30 @@ __all__ = [
 # ---- select–measure–fit on tabular streams (paper 003 Alg 2/3, Thm 6.1; issue 7) ----------
 
 
-def select_measure_split(epsilon: float, k: int, size_epsilon: float = 0.0
-                         ) -> tuple[float, float]:
-    """Per-call budgets of paper 003 Alg 3: ``((ε−ε_n)/(2k), (ε−ε_n)/(2k))`` for each EM
-    selection and each counter (or Laplace measurement), so a step spends half of what the
-    size counter ``size_epsilon`` = ε_n leaves on selection and half on measuring (ε_n = 0
-    under replacement, where the count is public).
+def select_measure_split(epsilon: float, k: int, size_epsilon: float = 0.0,
+                         selection_share: float = 0.5) -> tuple[float, float]:
+    """Per-call budgets of paper 003 Alg 3: what the size counter ``size_epsilon`` = ε_n leaves,
+    ``selection_share`` of it on the k EM selections and the rest on the k counters (or Laplace
+    measurements) — the paper's ``((ε−ε_n)/(2k), (ε−ε_n)/(2k))`` at share 1/2. Share 0 is a
+    public selection (the cyclic schedule, docs/tabular.md T18) that reads no data: every
+    counter gets (ε−ε_n)/k. ε_n = 0 under replacement, where the count is public.
 
     >>> select_measure_split(1.0, 4)
     (0.125, 0.125)
     >>> select_measure_split(1.0, 1, 0.2)
     (0.4, 0.4)
+    >>> select_measure_split(1.0, 4, 0.2, selection_share=0.0)
+    (0.0, 0.2)
     """
     epsilon = _check_epsilon(epsilon)
     k = _check_level("k", k, 1)
     if not (isinstance(size_epsilon, Real) and 0.0 <= float(size_epsilon) < epsilon):
         raise ConfigError(f"`size_epsilon` ({_show(size_epsilon)}) must lie in [0, epsilon)")
+    if not (isinstance(selection_share, Real) and 0.0 <= float(selection_share) < 1.0):
+        raise ConfigError(f"`selection_share` ({_show(selection_share)}) must lie in [0, 1)")
     rest = epsilon - float(size_epsilon)
-    return rest / (2 * k), rest / (2 * k)
+    share = float(selection_share)
+    return rest * share / k, rest * (1.0 - share) / k
 
 
 def check_select_measure_budget(
@@ -54,6 +60,9 @@ def check_select_measure_budget(
     size_epsilon: float = 0.0,
 ) -> float:
     """Refuse a select–measure split that can spend more than ε on one record of the stream.
+
+    ``selection_epsilon`` may be 0 for a public selection (the cyclic schedule), which reads no
+    data; every counter must have ``measurement_epsilon`` > 0.
 
     Neighbours (paper 003 Def 3.3): one unit change of the differential stream ∇f at one time τ.
     Only the step τ sees it: its k selections (exponential mechanism, each
@@ -73,10 +82,14 @@ def check_select_measure_budget(
     """
     epsilon = _check_epsilon(epsilon)
     k = _check_level("k", k, 1)
-    for name, value in (("selection_epsilon", selection_epsilon),
-                        ("measurement_epsilon", measurement_epsilon)):
-        if not (isinstance(value, Real) and math.isfinite(float(value)) and float(value) > 0):
-            raise ConfigError(f"`{name}` ({_show(value)}) must be a finite number > 0")
+    if not (isinstance(measurement_epsilon, Real) and math.isfinite(float(measurement_epsilon))
+            and float(measurement_epsilon) > 0):
+        raise ConfigError(f"`measurement_epsilon` ({_show(measurement_epsilon)}) must be a "
+                          "finite number > 0")
+    if not (isinstance(selection_epsilon, Real) and math.isfinite(float(selection_epsilon))
+            and float(selection_epsilon) >= 0):
+        raise ConfigError(f"`selection_epsilon` ({_show(selection_epsilon)}) must be a finite "
+                          "number >= 0 (0: a public selection)")
     if not (isinstance(size_epsilon, Real) and math.isfinite(float(size_epsilon))
             and float(size_epsilon) >= 0):
         raise ConfigError(f"`size_epsilon` ({_show(size_epsilon)}) must be a finite number >= 0")

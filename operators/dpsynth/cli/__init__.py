@@ -15,6 +15,14 @@ Layer: adapter (the core never imports it). Commands:
     sliced lower), the i.i.d. floor and range-query errors.
 ``dpsynth offline --input FILE [--schema S] --mechanism pmm|psmm|lowdim --out OUT.csv|.ndjson``
     One offline ε-DP synthetic copy of a file (:mod:`dpsynth.cli.offline`, docs/offline.md).
+``dpsynth topics create [--partitions P] [--replication-factor R]``
+    The worker's three topics with partitions, replication, retention and size limits that fit
+    releases (:mod:`dpsynth.cli.topics_create`).
+``dpsynth topics export --topic T [--out FILE]`` and ``dpsynth topics import FILE [--topic T]``
+    A topic (synthetic, raw or dead-letter) to a recording file and back
+    (:mod:`dpsynth.cli.topics_io`, ``schemas/recording.v1.json``).
+``dpsynth audit [PATTERN …] [--keys N]``
+    The neighbour audit of every public entry point (:mod:`dpsynth.cli.audit`, P14).
 ``dpsynth demo [--out DIR] [--ticks N]``
     The counters of one tree level on a generated stream (the first end-to-end demo, kept).
 
@@ -40,6 +48,7 @@ from __future__ import annotations
 
 import click
 
+from dpsynth.cli.audit import audit
 from dpsynth.cli.consume import consume
 from dpsynth.cli.demo import demo
 from dpsynth.cli.inspect import evaluate, inspect
@@ -47,6 +56,7 @@ from dpsynth.cli.offline import offline
 from dpsynth.cli.produce import produce
 from dpsynth.cli.run import run
 from dpsynth.cli.tabular import tabular
+from dpsynth.cli.topics import topics
 from dpsynth.cli.worker import worker
 from dpsynth.keys import DEMO_KEY, KEY_ENV, KEY_FILE_ENV
 
@@ -59,7 +69,8 @@ def main() -> None:
     """dpsynth: differentially private synthetic data streams (He–Vershynin–Zhu)."""
 
 
-for command in (run, inspect, evaluate, demo, offline, tabular, worker, produce, consume):
+for command in (run, inspect, evaluate, demo, offline, tabular, worker, produce, consume,
+                topics, audit):
     main.add_command(command)
 #: ``dpsynth snapshot``: the offline command's name before 0.2 ("snapshot" now means saved state).
 main.add_command(click.Command("snapshot", callback=offline.callback, params=offline.params,

@@ -19,9 +19,11 @@ import numpy as np
 from rich.console import Console
 
 from dpsynth import datasets
+from dpsynth.bounding import split_user_records
 from dpsynth.errors import ConfigError
 from dpsynth.keys import NoiseKey, load_noise_key
 from dpsynth.schema import ClipReport, Column, Schema
+from dpsynth.settings import SynthesisSettings, option_name
 
 # `dpsynth run` defaults: a generated d = 2 stream, small enough to finish in seconds.
 RUN_POINTS = 20_000
@@ -72,6 +74,7 @@ class Source:
     records: list[Any] | None = None
     points: np.ndarray | None = None  # already in [0,1]^d
     units: Schema | None = None  # the user's schema: points back to original units
+    users: np.ndarray | None = None  # the user of each of ``points`` (privacy unit "user")
 
     @property
     def n(self) -> int:
@@ -85,22 +88,26 @@ class Source:
         """Dimension of the points."""
         return len(self.names)
 
-    def batches(
-        self, size: int
-    ) -> Iterator[tuple[int, np.ndarray, ClipReport | None, list[tuple[int, str]]]]:
-        """(records in the batch, valid points, clip report, rejects with input indices)."""
+    def batches(self, size: int) -> Iterator[tuple[
+            int, np.ndarray, ClipReport | None, list[tuple[int, str]], Any]]:
+        """(records in the batch, valid points, clip report, rejects with input indices, the
+        valid records' users or None)."""
         for start in range(0, self.n, size):
             if self.records is None:
                 chunk = self.points[start:start + size]  # type: ignore[index]
-                yield len(chunk), chunk, None, []
+                users = None if self.users is None else self.users[start:start + size]
+                yield len(chunk), chunk, None, [], users
                 continue
             part = self.records[start:start + size]
-            points, report, rejects = self.schema.split_valid(part)  # type: ignore[union-attr]
-            yield len(part), points, report, [(start + i, why) for i, why in rejects]
+            schema: Schema = self.schema  # type: ignore[assignment]
+            points, report, rejects, ids = (split_user_records(schema, part)
+                                            if schema.user_column else
+                                            (*schema.split_valid(part), None))
+            yield len(part), points, report, [(start + i, why) for i, why in rejects], ids
 
     def valid_points(self) -> np.ndarray:
         """All valid records as points in [0,1]^d, in input order (what the synthesizer sees)."""
-        parts = [points for _, points, _, _ in self.batches(50_000)]
+        parts = [batch[1] for batch in self.batches(50_000)]
         return np.concatenate(parts) if parts else np.zeros((0, self.d))
 
 
@@ -112,17 +119,21 @@ def _csv_value(text: str) -> Any:
         return text
 
 
-def read_records(path: Path) -> list[Any]:
+def read_records(path: Path, text_columns: tuple[str, ...] = ()) -> list[Any]:
     """Records of a CSV file with a header, or of NDJSON (one object per line); ``.gz`` allowed.
 
     Empty CSV cells are missing fields; an NDJSON line that is not valid JSON becomes ``None``,
     which the schema rejects as "record must be a mapping".
     """
-    return read_table(path)[0]
+    return read_table(path, text_columns)[0]
 
 
-def read_table(path: Path) -> tuple[list[Any], tuple[str, ...] | None]:
-    """(records, the CSV header's column names, or None for NDJSON) of ``path``."""
+def read_table(path: Path, text_columns: tuple[str, ...] = ()
+               ) -> tuple[list[Any], tuple[str, ...] | None]:
+    """(records, the CSV header's column names, or None for NDJSON) of ``path``.
+
+    CSV cells of ``text_columns`` (a user id column) stay text: ``007`` is not ``7.0``.
+    """
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8-sig", newline="") as f:  # type: ignore[operator]
         text = f.read()
@@ -137,17 +148,20 @@ def read_table(path: Path) -> tuple[list[Any], tuple[str, ...] | None]:
         return records, None
     rows = csv.DictReader(text.splitlines())
     header = tuple(name for name in (rows.fieldnames or ()) if name)
-    return [{k: _csv_value(v) for k, v in row.items() if k is not None and v not in (None, "")}
-            for row in rows], header
+    return [{k: v if k in text_columns else _csv_value(v) for k, v in row.items()
+             if k is not None and v not in (None, "")} for row in rows], header
 
 
 def load_source(
     input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
     seed: int, limit: int | None, *, time_column: str | None = None,
+    units: SynthesisSettings | None = None,
 ) -> Source:
     """The input named by the options: a file, a data set, or the generated stream.
 
     ``time_column`` (``dpsynth run --time-column``) is never a coordinate of the header form.
+    ``units``: the run's settings; under the privacy unit "user" every source carries users
+    (a file's declared user column, Gowalla's users, or generated ones).
     """
     if input_path is not None and dataset is not None:
         raise click.UsageError("give either --input or --dataset, not both")
@@ -156,8 +170,9 @@ def load_source(
     if time_column is not None and input_path is None:
         raise click.UsageError("--time-column reads the time of each record of an --input file; "
                                "add --input FILE")
+    by_user = units is not None and units.privacy_unit == "user"
     if input_path is not None:
-        source = _file_source(input_path, schema_path, time_column)
+        source = _file_source(input_path, schema_path, time_column, units)
     elif dataset == "gowalla":
         path = datasets.gowalla_path()
         if not path.is_file():
@@ -165,23 +180,31 @@ def load_source(
                 f"dataset gowalla: {path} is missing; set {datasets.DATA_DIR_ENV} to the folder "
                 "holding gowalla_nyc/ (../shared/data), or pass --input FILE"
             )
+        xy, users = datasets.load_gowalla_users(path)
         source = Source(f"Gowalla NYC check-ins ({path}), time order, lon/lat scaled to [0,1]",
-                        ("x (lon)", "y (lat)"), points=datasets.load_gowalla(path))
+                        ("x (lon)", "y (lat)"), points=xy, users=users if by_user else None)
     else:
         source = Source(
             f"generated stream: {points:,} points, 4 drifting Gaussian blobs (seed {seed})",
-            ("x", "y"), points=datasets.drifting_blobs(points, seed))
+            ("x", "y"), points=datasets.drifting_blobs(points, seed),
+            users=datasets.demo_users(points, seed) if by_user else None)
+        if by_user:
+            source.label += f", {max(points // 20, 1):,} generated users (heavy-tailed)"
+    if source.records is None and units is not None and units.user_column:
+        raise click.UsageError("--user-column names a column of an --input file; the data "
+                               "sets and the generated stream bring their own users")
     if limit is not None:
         if source.records is not None:
             source.records = source.records[:limit]
         else:
             source.points = source.points[:limit]  # type: ignore[index]
+            source.users = None if source.users is None else source.users[:limit]
         source.label += f", first {limit:,} records"
     return source
 
 
-def _file_source(path: Path, schema_path: Path | None, time_column: str | None = None
-                 ) -> Source:
+def _file_source(path: Path, schema_path: Path | None, time_column: str | None = None,
+                 units: SynthesisSettings | None = None) -> Source:
     """The records of ``path`` under a declared schema, or under the CSV header's columns.
 
     A schema is never inferred from values (DESIGN §3 "What may depend on the data"): without
@@ -189,9 +212,12 @@ def _file_source(path: Path, schema_path: Path | None, time_column: str | None =
     value does not parse as a number there is rejected (dead-lettered), never a column dropped.
     NDJSON has no header, so it needs ``--schema``.
     """
-    records, header = read_table(path)
-    if schema_path is not None:
-        schema = Schema.from_json_file(schema_path)
+    declared = Schema.from_json_file(schema_path) if schema_path is not None else None
+    column = (units.user_column or (declared.user_column if declared else None)
+              if units is not None and units.privacy_unit == "user" else None)
+    records, header = read_table(path, (column,) if column else ())
+    if declared is not None:
+        schema = _user_schema(declared, units)
         label = f"{path} ({len(records):,} records), schema {schema_path}"
         return Source(label, schema.names, schema=schema, records=records, units=schema)
     if header is None:
@@ -199,16 +225,31 @@ def _file_source(path: Path, schema_path: Path | None, time_column: str | None =
             f"{path} is NDJSON, which names no columns up front; pass --schema FILE to declare "
             "the columns and their bounds (schemas/example-schema.json shows the format)"
         )
-    if time_column is not None:
-        if time_column not in header:
-            raise click.UsageError(f"--time-column {time_column!r} is not a column of {path}")
-        header = tuple(name for name in header if name != time_column)
+    for option, name in (("--time-column", time_column), ("--user-column", column)):
+        if name is not None and name not in header:
+            raise click.UsageError(f"{option} {name!r} is not a column of {path}")
+        header = tuple(h for h in header if h != name)
     if not header:
         raise click.UsageError(f"{path} has no CSV header; pass --schema FILE")
-    schema = Schema(tuple(Column(name, 0.0, 1.0) for name in header))
+    schema = _user_schema(Schema(tuple(Column(name, 0.0, 1.0) for name in header)), units)
     label = (f"{path} ({len(records):,} records), header columns {', '.join(header)} taken as "
              "coordinates in [0,1] (no --schema; a row that does not parse is rejected)")
     return Source(label, header, schema=schema, records=records)
+
+
+def _user_schema(schema: Schema, units: SynthesisSettings | None) -> Schema:
+    """The schema with the run's user id column (privacy unit "user"), checked."""
+    if units is None:
+        return schema
+    try:
+        schema = units.user_schema(schema, label=option_name)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
+    if units.privacy_unit == "user" and schema.user_column is None:
+        raise click.UsageError("--privacy-unit user: name the column holding each record's "
+                               "user id with --user-column C, or as \"user_column\" in the "
+                               "schema")
+    return schema
 
 
 def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -48,7 +48,7 @@ def kafka_module() -> Any:
         import confluent_kafka.admin  # noqa: F401  (makes confluent_kafka.admin available)
     except ImportError:
         raise click.UsageError(
-            "confluent-kafka is not installed: pip install 'dpsynth[kafka]'"
+            "confluent-kafka is not installed: pip install 'dpsynth[cli,client]'"
         ) from None
     return confluent_kafka
 

@@ -78,6 +78,36 @@ def _points_to_records(points: np.ndarray, schema: Schema | None) -> list[dict[s
     return [dict(zip(names, row, strict=True)) for row in points.tolist()]
 
 
+#: Column names read as Gowalla's coordinates in a ``--schema`` (degrees), lower case.
+GOWALLA_COLUMNS = {"lon": ("lon", "lng", "longitude"), "lat": ("lat", "latitude")}
+
+
+def _gowalla_records(path: Path, schema: Schema | None) -> Records:
+    """Gowalla check-ins: x = lon, y = lat in [0,1] without a schema; with one, each column
+    named like a longitude or a latitude gets that coordinate in degrees (the data's units:
+    the worker clips them to the schema's bounds, as it would a real producer's)."""
+    if schema is None:
+        points = datasets.load_gowalla(path)
+        return Records(f"Gowalla NYC check-ins ({len(points):,}, time order, x = lon, "
+                       "y = lat in [0,1])", _points_to_records(points, None))
+    columns = []
+    for name in schema.names:
+        coordinate = next((c for c, aliases in GOWALLA_COLUMNS.items()
+                           if name.lower() in aliases), None)
+        if coordinate is None:
+            raise click.UsageError(
+                f"--dataset gowalla: --schema column {name!r} is neither a longitude nor a "
+                f"latitude; name the columns {GOWALLA_COLUMNS['lat'][0]!r} and "
+                f"{GOWALLA_COLUMNS['lon'][0]!r} (degrees), as schemas/example-schema.json does"
+            )
+        columns.append(0 if coordinate == "lon" else 1)
+    degrees = datasets.load_gowalla_degrees(path)[:, columns]
+    names = schema.names
+    records = [dict(zip(names, row, strict=True)) for row in degrees.tolist()]
+    return Records(f"Gowalla NYC check-ins ({len(records):,}, time order, "
+                   f"{', '.join(names)} in degrees)", records)
+
+
 def load_records(
     input_path: Path | None, dataset: str | None, generate: int | None, seed: int,
     schema: Schema | None,
@@ -106,10 +136,7 @@ def load_records(
                 f"dataset gowalla: {path} is missing (see ../shared/data/README.md); "
                 "pass --input FILE or --generate N"
             )
-        points = datasets.load_gowalla(path)
-        units = "the --schema's units" if schema is not None else "x = lon, y = lat in [0,1]"
-        return Records(f"Gowalla NYC check-ins ({len(points):,}, time order, {units})",
-                       _points_to_records(points, schema))
+        return _gowalla_records(path, schema)
     assert generate is not None
     d = schema.d if schema is not None else 2
     points = datasets.drifting_blobs(generate, seed, d=d)

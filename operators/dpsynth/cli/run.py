@@ -20,13 +20,14 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from dpsynth.bounding import split_user_records
 from dpsynth.cli.common import Source, figure, load_source, print_key, resolve_key, source_options
 from dpsynth.cli.errors import fail_on_dpsynth_error
 from dpsynth.cli.timesteps import TimeSteps, time_options, time_steps
 from dpsynth.eval.report import w1_bracket
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import Release, encode_release, read_release_file, write_release_file
-from dpsynth.schema import ClipReport
+from dpsynth.schema import ClipReport, Schema
 from dpsynth.settings import SynthesisSettings, option_name
 
 BATCH_RECORDS = 2_000  # records per call of OnlineSynthesizer.extend (one progress step)
@@ -72,19 +73,26 @@ def _feed(synth: OnlineSynthesizer, source: Source, out: Path, run_id: str,
     with (open(out / "dead-letter.ndjson", "w", encoding="utf-8") as dead,
           Progress(*columns, console=console) as progress):
         task = progress.add_task("records", total=source.n, releases=0)
-        for size, points, report, rejects in source.batches(BATCH_RECORDS):
+        for size, points, report, rejects, users in source.batches(BATCH_RECORDS):
             for index, reason in rejects:  # the index and the rule broken, never the value
                 line = json.dumps({"index": index, "reason": reason}, ensure_ascii=False)
                 dead.write(line + "\n")
             rejected += len(rejects)
             if report is not None:
                 clips = report if clips is None else clips + report
-            parts.append(points)
+            releases = synth.extend(points, users=users)
+            parts.append(_counted(synth, points))
             files += [_write_release(r, releases_dir, run_id, synth.release_every)
-                      for r in synth.extend(points)]
+                      for r in releases]
             progress.update(task, advance=size, releases=len(files))
     true = np.concatenate(parts) if parts else np.zeros((0, source.d))
     return RunLog(true, files, rejected, clips)
+
+
+def _counted(synth: OnlineSynthesizer, points: np.ndarray) -> np.ndarray:
+    """The points of the latest call that the synthesizer counted (within their users'
+    bounds under the privacy unit "user"): what its releases describe."""
+    return points if synth.users is None else points[synth.users.last_admitted]
 
 
 def _feed_steps(synth: OnlineSynthesizer, source: Source, steps: TimeSteps, out: Path,
@@ -97,28 +105,35 @@ def _feed_steps(synth: OnlineSynthesizer, source: Source, steps: TimeSteps, out:
     records = source.records or []
     bucket, rejects = steps.buckets(records)
     timed = np.flatnonzero(bucket >= 0)
-    points, clips, bad = source.schema.split_valid([records[i] for i in timed])  # type: ignore[union-attr]
+    schema: Schema = source.schema  # type: ignore[assignment]
+    points, clips, bad, ids = (split_user_records(schema, [records[i] for i in timed])
+                               if schema.user_column else
+                               (*schema.split_valid([records[i] for i in timed]), None))
     rejects += [(int(timed[j]), why) for j, why in bad]
     keep = np.ones(timed.size, bool)
     keep[[j for j, _ in bad]] = False
     order = np.argsort(bucket[timed[keep]], kind="stable")  # time order, input order within
     points, bucket = points[order], bucket[timed[keep]][order]
+    users = None if ids is None else [ids[i] for i in order]
     with open(out / "dead-letter.ndjson", "w", encoding="utf-8") as dead:
         for index, reason in sorted(rejects):  # the index and the rule broken, never the value
             dead.write(json.dumps({"index": index, "reason": reason}, ensure_ascii=False) + "\n")
     n_steps = steps.n_steps(bucket)
     bounds = np.searchsorted(bucket, np.arange(n_steps + 1))
-    files = []
+    files, counted = [], []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task("steps", total=n_steps)
         for k in range(n_steps):
-            synth.add(points[bounds[k]:bounds[k + 1]])
+            step = slice(bounds[k], bounds[k + 1])
+            synth.add(points[step], users=None if users is None else users[step])
+            counted.append(_counted(synth, points[step]))
             release = synth.step()  # privacy: P11 (the end of a declared time bucket)
             sequence, _, path = _write_release(release, releases_dir, run_id, 1)
-            files.append((sequence, int(bounds[k + 1]), path))
+            files.append((sequence, sum(len(c) for c in counted), path))
             progress.advance(task)
-    return RunLog(points, files, len(rejects), clips)
+    true = np.concatenate(counted) if counted else np.zeros((0, source.d))
+    return RunLog(true, files, len(rejects), clips)
 
 
 def _w1_over_t(log: RunLog, w1_points: int) -> list[dict[str, Any]]:
@@ -128,8 +143,10 @@ def _w1_over_t(log: RunLog, w1_points: int) -> list[dict[str, Any]]:
     for i in picks.tolist():
         sequence, t, path = log.files[i]
         release = read_release_file(path)
+        if t == 0 or release.t == 0:  # no W1 of an empty set (a noisy size of 0, P9)
+            continue
         w1 = w1_bracket(log.true[:t], release.points,
-                                       max_points=min(CURVE_EXACT_POINTS, w1_points))
+                        max_points=min(CURVE_EXACT_POINTS, w1_points))
         curve.append({"sequence": sequence, "t": t, **w1})
     return curve
 
@@ -203,7 +220,11 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
         "clipped_per_column": clips.per_column if clips is not None else {},
         "t": release.t, "releases": len(log.files), "depth": release.depth,
         "epsilon": synth.epsilon, "neighbours": synth.neighbours, "mechanism": synth.mechanism,
-        "worst_case_loss": synth.worst_case_loss,
+        "worst_case_loss": synth.worst_case_loss, "privacy_unit": synth.privacy_unit,
+        **({} if synth.users is None else {
+            "max_contributions": synth.users.max_contributions,
+            "max_contributions_per_step": synth.users.per_step,
+            "records_dropped": synth.dropped}),
         "release_every": synth.release_every if steps is None else None,
         "time_steps": None if steps is None else {
             "column": steps.column, "origin": steps.origin, "period": steps.period,
@@ -242,15 +263,34 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
               help="replace: the papers' notion (t public). add_remove: the count is private; "
                    "needs steps from a declared time column (--time-column …).")
 @time_options
+@click.option("--privacy-unit", type=click.Choice(["record", "user"]), default="record",
+              show_default=True,
+              help="record: ε per record. user: ε per user — all of one user's records; only "
+                   "the first --max-contributions records of each user count (docs/privacy.md "
+                   "P15).")
+@click.option("--user-column", default=None,
+              help="--privacy-unit user: the input column holding each record's user id (or "
+                   "\"user_column\" in the schema); Gowalla and the generated stream bring "
+                   "their own users.")
+@click.option("--max-contributions", type=click.IntRange(1, 65535), default=None,
+              help="--privacy-unit user: k, the records of one user counted over the whole "
+                   "stream (later ones are dropped); the mechanism runs at ε/k per record.")
+@click.option("--max-contributions-per-step", type=click.IntRange(1, 65535), default=None,
+              help="--privacy-unit user: also at most this many of a user's records per step.")
 @click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=None,
               help="accurate: budget share of a fresh counter, so releases move within a level "
                    "[default: 0.3].")
+@click.option("--report/--no-report", default=True, show_default=True,
+              help="Write summary.json and the two plots (evaluation against the raw input, "
+                   "not private); --no-report writes only the releases and dead-letter.ndjson.")
 @fail_on_dpsynth_error
 def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
         seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
         out: Path, w1_points: int, run_id: str | None, mechanism: str, neighbours: str,
         time_column: str | None, time_origin: str | None, time_period: float | None,
-        time_end: str | None, fresh: float | None) -> None:
+        time_end: str | None, privacy_unit: str, user_column: str | None,
+        max_contributions: int | None, max_contributions_per_step: int | None,
+        fresh: float | None, report: bool) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
 
     The default input is a generated stream of 20,000 points from drifting Gaussian blobs.
@@ -267,32 +307,40 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     print_key(console, noise_key)
     key, key_label, is_demo = noise_key.reveal(), noise_key.label(), noise_key.is_demo
     run_id = run_id or f"run-{noise_key.fingerprint}"  # privacy: P13 (one run id per key)
-    source = load_source(input_path, schema_path, dataset, points, seed, limit,
-                         time_column=time_column)
     settings = SynthesisSettings.of(
         epsilon=epsilon, release_every=release_every, max_depth=max_depth,
-        mechanism=mechanism,
-        neighbours=neighbours, label=option_name)
+        mechanism=mechanism, neighbours=neighbours, privacy_unit=privacy_unit,
+        max_contributions=max_contributions, max_contributions_per_step=max_contributions_per_step,
+        user_column=user_column or "", label=option_name)
+    source = load_source(input_path, schema_path, dataset, points, seed, limit,
+                         time_column=time_column, units=settings)
     options: dict[str, Any] = {"fresh": fresh} if fresh is not None else {}
     synth = settings.synthesizer(source.d, key, **options)
     console.print(f"input: {source.label}")
     mechanism = synth.mechanism  # "auto" resolved
     when = (f"a release every {release_every:,} records" if steps is None else
             f"a release per {steps.period:g} of {steps.column!r} from {steps.origin:g}")
-    console.print(f"d = {source.d}, ε = {epsilon:g} ({mechanism} mechanism, {neighbours}), "
-                  f"{when}, max depth {max_depth}; writing to {out}/")
+    unit = ("" if synth.users is None else f", per user of at most "
+            f"{synth.users.max_contributions} records (ε/k = {synth.users.record_epsilon:.3g} "
+            "per record)")
+    console.print(f"d = {source.d}, ε = {epsilon:g}{unit} ({mechanism} mechanism, "
+                  f"{neighbours}), {when}, max depth {max_depth}; writing to {out}/")
     out.mkdir(parents=True, exist_ok=True)
     log = (_feed(synth, source, out, run_id, console) if steps is None else
            _feed_steps(synth, source, steps, out, run_id, console))
+    dropped = "" if synth.users is None else f", {synth.dropped:,} over their user's bound"
     console.print(f"{synth.t:,} records accepted, {log.rejected:,} rejected "
-                  f"(dead-letter.ndjson), {len(log.files):,} releases in {out / 'releases'}/")
-    if not log.files or not len(log.true):
-        console.print("[yellow]no release, or no valid record: fewer than --release-every "
-                      f"({release_every:,}) valid records, or no time step; no summary or "
-                      "plots written[/]")
+                  f"(dead-letter.ndjson){dropped}, {len(log.files):,} releases in "
+                  f"{out / 'releases'}/")
+    if not report:
         return
     release = synth.release()
-    fed = log.files[-1][1]  # records behind the last release (its t may be a noisy size)
+    fed = log.files[-1][1] if log.files else 0  # records behind the last release
+    if not fed or not release.t:
+        console.print("[yellow]no release, no valid record behind it, or an empty last release "
+                      f"(fewer than --release-every ({release_every:,}) valid records, no time "
+                      "step, or a noisy size of 0): no summary or plots written[/]")
+        return
     with console.status("evaluating: exact W1 (POT), tree and sliced bounds…"):
         final = w1_bracket(log.true[:fed], release.points,
                                           max_points=w1_points)

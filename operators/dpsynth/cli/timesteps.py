@@ -80,15 +80,20 @@ class TimeSteps:
 
 
 def time_steps(column: str | None, origin: str | None, period: float | None,
-               end: str | None, neighbours: str) -> TimeSteps | None:
-    """The declared grid of the options, or None; UsageError naming the missing option."""
+               end: str | None, neighbours: str, *,
+               library: str = "OnlineSynthesizer") -> TimeSteps | None:
+    """The declared grid of the options, or None; UsageError naming the missing option.
+
+    ``library`` names the class whose add/step the error suggests.
+    """
     if column is None:
         if neighbours == "add_remove":  # privacy: P11 (a step may end only on a public clock)
             raise click.UsageError(
                 "--neighbours add_remove: steps of --release-every records would reveal the "
                 "private record count; declare public time instead: --time-column COLUMN "
-                "--time-origin T0 --time-period P --time-end T1 (or feed steps with the "
-                "library: OnlineSynthesizer.add and .step)")
+                "--time-origin T0 --time-period P --time-end T1 (or use --neighbours replace, "
+                f"where the count is public, or feed steps with the library: {library}.add "
+                "and .step)")
         if origin is not None or period is not None or end is not None:
             raise click.UsageError("--time-origin, --time-period and --time-end need "
                                    "--time-column")

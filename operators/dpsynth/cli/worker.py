@@ -56,11 +56,29 @@ def check_topics(config: WorkerConfig, timeout_s: float = 20.0) -> dict[str, int
         info = metadata.topics.get(topic)
         if info is None or info.error is not None:
             raise ConfigError(
-                f"{variable} ({topic!r}) does not exist on the broker: create it (the raw-events "
-                "topic with one partition per worker you plan to run), or fix the name"
+                f"{variable} ({topic!r}) does not exist on the broker: create the worker's topics "
+                "with `dpsynth topics create --partitions P` (P: one raw-events partition per "
+                "worker you plan to run), or fix the name"
             )
         out[topic] = len(info.partitions)
     return out
+
+
+def with_input_partitions(config: WorkerConfig, partitions: int) -> WorkerConfig:
+    """The configuration with the input topic's partition count (privacy unit "user", P15).
+
+    A declared ``DPSYNTH_INPUT_PARTITIONS`` must match the topic: a user's partition is
+    murmur2(key) modulo that count, so it may never change during a run.
+    """
+    if config.privacy_unit != "user":
+        return config
+    if config.input_partitions and config.input_partitions != partitions:
+        raise ConfigError(
+            f"DPSYNTH_INPUT_PARTITIONS ({config.input_partitions}) differs from the "
+            f"{partitions} partitions of {config.input_topic!r}: under DPSYNTH_PRIVACY_UNIT=user "
+            "a user's partition must never change; restore the topic's partition count, or "
+            "start a new run (new run id, key and input topic)")
+    return config.model_copy(update={"input_partitions": partitions})
 
 
 def lock_data_dir(config: WorkerConfig) -> IO[str]:
@@ -90,12 +108,14 @@ def warm_up(config: WorkerConfig) -> None:
 
     warm = config.model_copy(update={"release_every": 64, "max_depth": min(config.max_depth, 8)})
     synth = warm.synthesizer(config.d, bytes(32))
+    users = None if synth.users is None else list(range(64))  # compiles the bounds too
     if synth.neighbours == "add_remove":  # steps end only at ticks
         for _ in range(4):
-            synth.add(np.full((64, config.d), 0.5))
+            synth.add(np.full((64, config.d), 0.5), users=users)
             synth.step()
     else:
-        synth.extend(np.full((256, config.d), 0.5))
+        for _ in range(4):
+            synth.extend(np.full((64, config.d), 0.5), users=users)
     synth.snapshot()
 
 
@@ -107,6 +127,7 @@ def run_worker(config: WorkerConfig) -> None:
     from dpsynth.stream.runcheck import check_run_key
 
     partitions = check_topics(config)
+    config = with_input_partitions(config, partitions[config.input_topic])
     check_run_key(config.bootstrap_servers(), config.output_topic, config.run_id,
                   config.noise_key.fingerprint, records=config.key_check_records)
     lock = lock_data_dir(config)

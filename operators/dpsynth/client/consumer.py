@@ -237,6 +237,35 @@ class ReleaseConsumer:
             if self.tracker.records != before:
                 last = time.monotonic()
 
+    def read_to_end(self, timeout_s: float = 60.0) -> list[ReleaseEvent]:
+        """Read every partition up to its end as it is now; return the releases completed.
+
+        The end is each assigned partition's high watermark at the call, so a quiet topic is
+        read completely without waiting for silence. Raises TimeoutError, naming the
+        partitions not reached, after ``timeout_s`` (a transaction left open holds
+        ``read_committed`` readers before its records).
+        """
+        from confluent_kafka import TopicPartition
+
+        deadline = time.monotonic() + timeout_s
+        while not (assigned := self._consumer.assignment()):  # a group assigns on poll
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no partition of {self.topic!r} assigned in {timeout_s} s")
+            self.poll(0.2)
+        ends = {tp.partition: self._consumer.get_watermark_offsets(tp, timeout=timeout_s)[1]
+                for tp in assigned}
+        out: list[ReleaseEvent] = []
+        while True:
+            positions = {tp.partition: tp.offset for tp in self._consumer.position(
+                [TopicPartition(self.topic, p) for p in ends])}
+            behind = sorted(p for p, end in ends.items() if end > 0 and positions[p] < end)
+            if not behind:
+                return out
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"partitions {behind} of {self.topic!r} not read to their "
+                                   f"end within {timeout_s} s")
+            out += self.poll(0.2)
+
     # -- the tracker's view ------------------------------------------------------------------
 
     @property

@@ -60,7 +60,7 @@ from dpsynth.online.rounding import (
     fold_refined,
     mass_depth,
     pooled_intervals,
-    round_density,
+    sorted_union,
 )
 from dpsynth.online.steps import StepMechanism, _dyadic_nodes, block_of  # noqa: F401 (re-exported)
 
@@ -182,7 +182,7 @@ class BlockEngine(StepMechanism):
     # -- release ------------------------------------------------------------------------------
 
     def _leaf_counts(self, total: int, open_size: float,
-                     placement_seed: bytes) -> tuple[int, Counts]:
+                     placement_seed: bytes) -> tuple[int, Counts | None]:
         """(depth D, integer counts of the 2^D cells summing to ``total``): post-processing.
 
         The measure is piecewise constant on Morton intervals at depth D (the union of the
@@ -205,8 +205,7 @@ class BlockEngine(StepMechanism):
             step_mass = float((steps * widths).sum())
             if step_mass > 0 and self.current_shape == "steps":  # the usual case, first choice
                 density = density_at(starts, pooled, grid) + (open_size / step_mass) * steps
-                return round_density(grid, widths, density, depth, total, placement_seed,
-                                     self.step)
+                return self._rounded(grid, widths, density, depth, total, placement_seed)
             pooled, last = density_at(starts, pooled, grid), density_at(starts, last, grid)
             starts = grid
         density = pooled
@@ -216,7 +215,7 @@ class BlockEngine(StepMechanism):
             if ref_mass > 0:
                 density = pooled + (open_size / ref_mass) * reference
                 break
-        return round_density(starts, widths, density, depth, total, placement_seed, self.step)
+        return self._rounded(starts, widths, density, depth, total, placement_seed)
 
     def _open_shape(self, depth: int, reference: tuple[np.ndarray, np.ndarray],
                     floor: float) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ is how a block's records are summarised while it is open and when it closes:
   like that sum (one step of the EM algorithm for a common density: fine structure seen by one
   summary sharpens the others' coarse leaves), and rounded by systematic sampling.
 
-Privacy (docs/privacy.md P14): under add/remove one record changes one leaf count of each
+Privacy (docs/privacy.md P16): under add/remove one record changes one leaf count of each
 summary that contains it — its block's and one node per level — and the open block's size
 counter: ε_n + ε_top + Σ_l ε_l = ε per block, and blocks are disjoint (parallel composition).
 Partitions are functions of earlier outputs (adaptive composition: they add nothing). Under
@@ -51,7 +51,6 @@ from dpsynth.online.rounding import (
     em_density,
     mass_depth,
     pooled_intervals,
-    round_density,
 )
 from dpsynth.online.steps import StepMechanism, block_of
 
@@ -195,7 +194,7 @@ class GuidedEngine(StepMechanism):
 
     def _histogram(self, records: CellIds, guides: list[dict[str, Any]], epsilon: float,
                    context: tuple[int | str, ...], expected: float = 0.0) -> dict[str, Any]:
-        """Noisy leaf counts at ``epsilon`` on the partition the guides choose (privacy: P14);
+        """Noisy leaf counts at ``epsilon`` on the partition the guides choose (privacy: P16);
         without guides, a uniform guide of the public size or of ``expected`` (a released
         noisy size)."""
         public = float(records.size) if self.budget.neighbours == "replace" else None
@@ -213,7 +212,7 @@ class GuidedEngine(StepMechanism):
                                             self.d, self.max_depth)
         cells, weights = np.unique(records, return_counts=True)
         counts = noisy_leaf_counts(cells, weights, depths, prefixes, epsilon, self._noise,
-                                   context, address_depth=self.max_depth)  # privacy: P14
+                                   context, address_depth=self.max_depth)  # privacy: P16
         floor = LEAF_FLOOR_SCALES / epsilon
         kept = float(np.where(counts > floor, counts, 0).sum())
         return {"depths": depths, "prefixes": prefixes, "counts": counts,
@@ -232,7 +231,7 @@ class GuidedEngine(StepMechanism):
         return self._pooled_size(size, size_var, sum(float(s["size"]) for s in cover), leaf_var)
 
     def _leaf_counts(self, total: int, open_size: float,
-                     placement_seed: bytes) -> tuple[int, Counts]:
+                     placement_seed: bytes) -> tuple[int, Counts | None]:
         """Closed blocks plus the open block's cover (scaled to ``open_size``), one EM step,
         rounded to ``total`` (module docstring; post-processing)."""
         cover = self._cover(block_of(self.step + 1), len(self._step_counts))
@@ -247,7 +246,7 @@ class GuidedEngine(StepMechanism):
         parts = self._closed[1] + [block_intervals(s, depth) for s in cover]
         starts, density = em_density(parts, depth)  # one EM step (module docstring)
         widths = np.diff(np.concatenate([starts, [1 << depth]]))
-        return round_density(starts, widths, density, depth, total, placement_seed, self.step)
+        return self._rounded(starts, widths, density, depth, total, placement_seed)
 
     # -- state ---------------------------------------------------------------------------------
 

@@ -39,6 +39,8 @@ from dpsynth.online.blocks import (
 )
 from dpsynth.online.guided import GuidedEngine
 from dpsynth.online.paper import PaperMechanism
+from dpsynth.release import PLACEMENTS
+from dpsynth.tree import MAX_TREE_DEPTH
 
 #: Every algorithm's name (the release metadata calls it ``schedule``).
 MECHANISMS = ("paper", "accurate", *BLOCK_SCHEDULES)
@@ -46,8 +48,8 @@ MECHANISMS = ("paper", "accurate", *BLOCK_SCHEDULES)
 #: for d ≥ 2, under both notions.
 AUTO = "auto"
 
-__all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "Mechanism", "make_mechanism",
-           "resolve_mechanism"]
+__all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "Mechanism", "check_arguments",
+           "make_mechanism", "resolve_mechanism"]
 
 
 class Mechanism(Protocol):
@@ -97,6 +99,29 @@ class Mechanism(Protocol):
         """Inverse of :meth:`state`."""
 
 
+def check_arguments(d: int, mechanism: str, schedule: Schedule | None, max_depth: int,
+                    placement: str, neighbours: str) -> str:
+    """Check the synthesizer's structural arguments; the concrete mechanism's name.
+
+    A custom ε allocation (``schedule``) with ``mechanism="auto"`` runs HVZ Alg 1 (``paper``).
+    """
+    if not isinstance(d, int) or d < 1:
+        raise ConfigError(f"d ({d!r}) must be an integer >= 1")
+    if not isinstance(mechanism, str):
+        raise ConfigError(f"mechanism ({mechanism!r}) must be a name; pass an ε allocation "
+                          "as schedule=... with mechanism='paper'")
+    if schedule is not None and not isinstance(schedule, Schedule):
+        raise ConfigError(f"schedule ({schedule!r}) must be a dpsynth.accounting.Schedule; "
+                          "the algorithm is chosen by mechanism=...")
+    if schedule is not None and mechanism == AUTO:
+        mechanism = "paper"  # a custom ε allocation runs HVZ Alg 1
+    if not isinstance(max_depth, int) or not 0 <= max_depth <= MAX_TREE_DEPTH:
+        raise ConfigError(f"max_depth ({max_depth!r}) must be an integer in [0, 63]")
+    if placement not in PLACEMENTS:
+        raise ConfigError(f"placement ({placement!r}) must be one of {PLACEMENTS}")
+    return resolve_mechanism(mechanism, d, neighbours)
+
+
 def resolve_mechanism(mechanism: str, d: int, neighbours: str) -> str:
     """The concrete mechanism of ``"auto"``; any other value unchanged."""
     if mechanism != AUTO:
@@ -141,7 +166,7 @@ def make_mechanism(
         raise ConfigError("fresh and alpha apply to mechanism='accurate' only; drop them")
     base = ("dpsynth", "partition", partition)
     if mechanism == "guided":
-        budget = block_budget(epsilon, neighbours, mechanism,  # privacy: P14
+        budget = block_budget(epsilon, neighbours, mechanism,  # privacy: P16
                               step_share=GUIDED_STEP_SHARE)
         return GuidedEngine(d, budget, noise, (*base, mechanism), max_depth)
     if mechanism in BLOCK_SCHEDULES:

@@ -17,15 +17,31 @@ from dpsynth.noise import KeyedNoise
 
 
 @njit(cache=True)
-def systematic_counts(starts, widths, before, rate, total, u, out):  # type: ignore[no-untyped-def]
+def _append(cells, values, n, cell, count):  # type: ignore[no-untyped-def]
+    """Add ``count`` units to ``cell`` in the runs (merged with the last run if it is that cell)."""
+    if n > 0 and cells[n - 1] == cell:
+        values[n - 1] += count
+        return n
+    cells[n] = cell
+    values[n] = count
+    return n + 1
+
+
+@njit(cache=True)
+def systematic_runs(starts, widths, before, rate, total, u, cells, values):  # type: ignore[no-untyped-def]
     """Unit j = 1..total lands in the cell where F crosses j − u (F linear inside an interval,
     slope ``rate`` per cell, F = ``before`` at each interval's start).
 
     Interval i receives the units j with ⌊F_i + u⌋ < j ≤ ⌊F_{i+1} + u⌋; they are placed one by
     one where an interval has fewer units than cells, and cell by cell (⌊F + u⌋ at each cell's
-    end) where it has more — O(Σ min(units, cells)), never a pass per unit of a dense region."""
+    end) where it has more — O(Σ min(units, cells)), never a pass per unit of a dense region.
+    The cells of successive units never decrease, so the result is written as runs: the
+    occupied cells in ascending order (``cells``) and their counts (``values``); returns how
+    many. The dense counts are ``zeros(2^D)`` with ``[cells] = values``.
+    """
     intervals = starts.shape[0]
     placed = np.int64(0)  # units j ≤ placed are in earlier intervals
+    n = 0
     for i in range(intervals):
         end = total if i == intervals - 1 else min(np.int64(np.floor(before[i + 1] + u)), total)
         if end <= placed:
@@ -36,15 +52,17 @@ def systematic_counts(starts, widths, before, rate, total, u, out):  # type: ign
             for j in range(placed + 1, end + 1):
                 offset = np.int64(np.ceil((j - u - before[i]) / step)) - 1
                 offset = min(max(offset, 0), width - 1)
-                out[starts[i] + offset] += 1
+                n = _append(cells, values, n, starts[i] + offset, 1)
         else:  # dense: cell by cell
             previous = placed
             for offset in range(width):
                 current = end if offset == width - 1 else min(
                     max(np.int64(np.floor(before[i] + step * (offset + 1) + u)), previous), end)
-                out[starts[i] + offset] += current - previous
+                if current > previous:
+                    n = _append(cells, values, n, starts[i] + offset, current - previous)
                 previous = current
         placed = end
+    return n
 
 
 _ORIGIN = np.zeros(1, np.uint64)  # the rounding's one address (stream 0, event 0), pre-typed
@@ -57,20 +75,22 @@ def _placement_noise(placement_seed: bytes) -> KeyedNoise:
 
 
 def round_density(starts: np.ndarray, widths: np.ndarray, density: np.ndarray, depth: int,
-                  total: int, placement_seed: bytes, step: int) -> tuple[int, np.ndarray]:
-    """(depth, integer counts of the 2^depth cells summing to ``total``) of a piecewise-constant
-    density on Morton intervals: its cumulative mass F, scaled to ``total``, rounded by
-    systematic sampling — unit j = 1..total lands where F crosses j − u, with u a *public*
-    uniform keyed by the placement seed and the step (post-processing, P6). O(total + K)."""
+                  total: int, placement_seed: bytes, step: int
+                  ) -> tuple[int, np.ndarray, np.ndarray]:
+    """(depth, cells, counts): the integer counts, summing to ``total``, of the 2^depth cells
+    under a piecewise-constant density on Morton intervals, as runs (occupied cells ascending, counts; :func:`systematic_runs`): its
+    cumulative mass F, scaled to ``total``, rounded by systematic sampling — unit j = 1..total
+    lands where F crosses j − u, with u a *public* uniform keyed by the placement seed and the
+    step (post-processing, P6). An empty density puts every unit in the one cell of depth 0."""
     mass = density * widths
     if mass.sum() <= 0:
-        return 0, np.array([total], np.int64)
+        return 0, np.zeros(1, np.int64), np.array([total], np.int64)
     scale = total / mass.sum()
     before = np.concatenate([[0.0], np.cumsum(mass)[:-1]]) * scale  # F at interval starts
     u = _placement_noise(placement_seed).uniform_at(("round", step), _ORIGIN, 0)[0] - 2.0**-53
-    counts = np.zeros(1 << depth, np.int64)
-    systematic_counts(starts, widths, before, density * scale, total, u, counts)
-    return depth, counts
+    cells, values = np.empty(total, np.int64), np.empty(total, np.int64)
+    n = systematic_runs(starts, widths, before, density * scale, total, u, cells, values)
+    return depth, cells[:n].copy(), values[:n].copy()
 
 
 def sorted_union(*arrays: np.ndarray) -> np.ndarray:

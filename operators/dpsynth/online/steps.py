@@ -21,6 +21,7 @@ import numpy as np
 from dpsynth._types import CellIds, Counts
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.online.block_budget import BlockBudget
+from dpsynth.online.rounding import round_density
 
 
 def block_of(step: int) -> int:
@@ -57,6 +58,8 @@ class StepMechanism:
         self.blocks: list[dict[str, Any]] = []  # completed blocks: leaves and size estimate
         self.name = schedule
         self.worst_case_loss = budget.worst_case_loss
+        #: The last release's counts as (occupied cells ascending, counts), or None.
+        self.occupied: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- the mechanism protocol (dpsynth.online.mechanism) -------------------------------------
 
@@ -138,12 +141,15 @@ class StepMechanism:
 
     # -- release ------------------------------------------------------------------------------
 
-    def release_counts(self, records: int, placement_seed: bytes) -> tuple[int, int, Counts]:
-        """(released size, depth D, integer counts of the 2^D cells summing to the size).
+    def release_counts(self, records: int, placement_seed: bytes
+                       ) -> tuple[int, int, Counts | None]:
+        """(released size, depth D, integer counts of the 2^D cells summing to the size, or None
+        when only :attr:`occupied` holds them, sparse).
 
         The size is ``records`` under replacement (public) and, under add/remove, the completed
         blocks' sizes plus the open block's noisy size, rounded and clipped at 0 (P9).
         """
+        self.occupied = None
         b = block_of(self.step + 1)  # the open block
         open_size = self._open_estimate(b, len(self._step_counts))
         total = records
@@ -153,6 +159,18 @@ class StepMechanism:
         return (total, *self._leaf_counts(total, max(open_size, 0.0), placement_seed))
 
     def _leaf_counts(self, total: int, open_size: float,
-                     placement_seed: bytes) -> tuple[int, Counts]:  # pragma: no cover
-        """(depth D, integer counts of the 2^D cells summing to ``total``)."""
+                     placement_seed: bytes) -> tuple[int, Counts | None]:  # pragma: no cover
+        """(depth D, integer counts of the 2^D cells summing to ``total``, or None when
+        :attr:`occupied` holds them)."""
         raise NotImplementedError
+
+    def _rounded(self, starts: np.ndarray, widths: np.ndarray, density: np.ndarray, depth: int,
+                 total: int, placement_seed: bytes) -> tuple[int, Counts | None]:
+        """A density rounded to ``total`` units (:func:`round_density`, post-processing), kept
+        sparse in :attr:`occupied`; the release builds its 2^D counts from it if asked."""
+        depth, cells, values = round_density(starts, widths, density, depth, total,
+                                             placement_seed, self.step)
+        if depth == 0:
+            return 0, values  # the whole cube: one cell
+        self.occupied = (cells, values)
+        return depth, None

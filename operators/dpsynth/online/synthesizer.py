@@ -28,10 +28,11 @@ from dpsynth.clock import TickClock
 from dpsynth.consistency import MAX_COUNT
 from dpsynth.errors import ConfigError, StateCorruptError
 from dpsynth.noise import KeyedNoise
-from dpsynth.online.mechanism import AUTO, Mechanism, make_mechanism, resolve_mechanism
-from dpsynth.release import PLACEMENTS, RELEASE_SCHEMA_VERSION, Release
+from dpsynth.online.mechanism import AUTO, Mechanism, check_arguments, make_mechanism
+from dpsynth.online.users import UserLevel, check_unit, refuse_users
+from dpsynth.release import RELEASE_SCHEMA_VERSION, Release
 from dpsynth.state import pack_state, unpack_state
-from dpsynth.tree import MAX_TREE_DEPTH, route, validate_points
+from dpsynth.tree import route, validate_points
 
 DEFAULT_MAX_DEPTH = 20
 #: The snapshot's entries for mechanism state, in their order on disk (absent ones are empty).
@@ -65,8 +66,7 @@ class OnlineSynthesizer:
         (:mod:`~dpsynth.online.guided`); ``"adaptive"``: PrivTree
         histograms of doubling blocks of steps (:mod:`~dpsynth.online.blocks`); ``"blocks"``:
         the same with PMM histograms; ``"accurate"``: :mod:`~dpsynth.online.accurate`;
-        ``"paper"``: HVZ Alg 1 with Sparse Counting per cell (faithful reproduction, 4–12× less
-        accurate).
+        ``"paper"``: HVZ Alg 1, Sparse Counting per cell (a faithful reproduction).
     max_depth
         Deepest tree level ever created (default 20).
     placement
@@ -92,6 +92,12 @@ class OnlineSynthesizer:
         Step blocks: the open block's records are placed like its own steps' private summaries
         (``"steps"``, default: unbiased under drift, ε_o = 40 % of the block budget), like the
         latest completed block (``"last"``) or like all completed blocks (``"pooled"``).
+    privacy_unit
+        ``"record"`` (default: ε per record) or ``"user"``: ε per user, every record of one
+        user at once; each record then needs its user's id (``users=`` of :meth:`extend` and
+        :meth:`add`), and only the first ``max_contributions`` records of each user count
+        (at most ``max_contributions_per_step`` per step, if set); the mechanism runs at ε/k
+        per record (docs/privacy.md P15).
 
     Examples
     --------
@@ -119,34 +125,29 @@ class OnlineSynthesizer:
         alpha: float | None = None,
         neighbours: str = "replace",
         current_shape: str = "steps",
+        privacy_unit: str = "record",
+        max_contributions: int | None = None,
+        max_contributions_per_step: int | None = None,
     ) -> None:
-        if not isinstance(d, int) or d < 1:
-            raise ConfigError(f"d ({d!r}) must be an integer >= 1")
-        if not isinstance(mechanism, str):
-            raise ConfigError(f"mechanism ({mechanism!r}) must be a name; pass an ε allocation "
-                              "as schedule=... with mechanism='paper'")
-        if schedule is not None and not isinstance(schedule, Schedule):
-            raise ConfigError(f"schedule ({schedule!r}) must be a dpsynth.accounting.Schedule; "
-                              "the algorithm is chosen by mechanism=...")
-        if schedule is not None and mechanism == AUTO:
-            mechanism = "paper"  # a custom ε allocation runs HVZ Alg 1
-        if not isinstance(max_depth, int) or not 0 <= max_depth <= MAX_TREE_DEPTH:
-            raise ConfigError(f"max_depth ({max_depth!r}) must be an integer in [0, 63]")
-        if placement not in PLACEMENTS:
-            raise ConfigError(f"placement ({placement!r}) must be one of {PLACEMENTS}")
+        name = check_arguments(d, mechanism, schedule, max_depth, placement, neighbours)
+        check_unit(privacy_unit, max_contributions, max_contributions_per_step, neighbours, name)
         self.d = d
         self.epsilon = float(epsilon)
         self.release_every = release_every
         self.max_depth = max_depth
         self.placement = placement
         self.partition = int(partition)
-        self.clock = TickClock(epsilon=self.epsilon, release_every=release_every)
         self.alpha = alpha
         self.neighbours = neighbours
         self.current_shape = current_shape
+        self.privacy_unit = privacy_unit
         self._noise = KeyedNoise(key)
+        self.users = None if privacy_unit == "record" else UserLevel(  # privacy: P15
+            self.epsilon, max_contributions, max_contributions_per_step, self._noise)
+        record_epsilon = self.epsilon if self.users is None else self.users.record_epsilon
+        self.clock = TickClock(epsilon=record_epsilon, release_every=release_every)
         self._mechanism: Mechanism = make_mechanism(
-            resolve_mechanism(mechanism, d, neighbours), d=d, epsilon=self.epsilon,
+            name, d=d, epsilon=record_epsilon,
             noise=self._noise, clock=self.clock, partition=self.partition, max_depth=max_depth,
             neighbours=neighbours, schedule=schedule, fresh=fresh, alpha=alpha,
             current_shape=current_shape,
@@ -154,11 +155,11 @@ class OnlineSynthesizer:
         self.mechanism = self._mechanism.name
         self.fresh = float(self._mechanism.params.get("fresh", 0.0))
         self.worst_case_loss = self._mechanism.worst_case_loss
+        if self.users is not None:  # privacy: P15 (k × the per-record loss, ≤ ε)
+            self.worst_case_loss = self.users.loss(self.worst_case_loss)
         self.schedule_params = dict(self._mechanism.params)
         self.placement_seed = self._noise.placement_seed()  # public: keys placement only
-        self.t = 0
-        self.sequence = 0
-        self.clipped = 0
+        self.t = self.sequence = self.clipped = 0
         self._open = 0  # records since the last release (the open step)
         self._last: Release | None = None
 
@@ -187,29 +188,43 @@ class OnlineSynthesizer:
 
     # -- streaming verbs ------------------------------------------------------------------
 
-    def _route(self, points: Any) -> np.ndarray:
-        """Validated, clipped (and counted) points as Morton addresses at ``max_depth``."""
-        pts, clipped = validate_points(points, self.d)
+    @property
+    def dropped(self) -> int:
+        """Records over their user's bound, not counted (an operator metric, never released)."""
+        return 0 if self.users is None else self.users.bounds.dropped
+
+    def _validate(self, points: Any) -> np.ndarray:
+        pts, clipped = validate_points(points, self.d)  # clipped values are counted
+        self.clipped += clipped
+        return pts
+
+    def _route(self, pts: np.ndarray) -> np.ndarray:
         if self.t + len(pts) > MAX_COUNT:
             raise ConfigError(f"t would exceed {MAX_COUNT} records; shard the input further")
-        self.clipped += clipped
         return route(pts, depth=self.max_depth)
 
-    def extend(self, points: Any) -> list[Release]:
+    def extend(self, points: Any, users: Any = None) -> list[Release]:
         """Consume records (n×d in [0,1]); return the releases completed during the call.
 
-        A tick (and a release) ends every ``release_every`` records, which is public time only
-        when the count is public: under ``neighbours="add_remove"`` this is refused — feed
-        records with :meth:`add` and end steps with :meth:`step` on a public clock.
+        A tick (and a release) ends every ``release_every`` records: public time only when the
+        count is public, so refused under add/remove (use :meth:`add` and :meth:`step`).
+        ``users``: each record's user id (``privacy_unit="user"``); records beyond their
+        user's bound are dropped, and ``release_every`` counts the others.
         """
         if self.neighbours == "add_remove":  # privacy: P9 (steps never counted in records)
             raise ConfigError(
                 "extend() ends a step every release_every records, which reveals the private "
                 "record count under neighbours='add_remove'; feed the records of a step with "
                 "add(points) and end each step with step() on a public clock (a timer, a tick "
-                "marker or a declared time column), docs/privacy.md P9"
-            )
-        addresses = self._route(points)
+                "marker or a declared time column), docs/privacy.md P9")
+        pts = self._validate(points)
+        releases: list[Release] = []
+        for chunk in (refuse_users(pts, users) if self.users is None else
+                      self.users.admitted(pts, users, self)):  # privacy: P15
+            releases += self._extend_addresses(self._route(chunk))
+        return releases
+
+    def _extend_addresses(self, addresses: np.ndarray) -> list[Release]:
         releases = []
         start = 0
         while start < len(addresses):
@@ -226,17 +241,21 @@ class OnlineSynthesizer:
                     releases.append(self._make_release())
         return releases
 
-    def add(self, points: Any) -> None:
+    def add(self, points: Any, users: Any = None) -> None:
         """Add records (n×d in [0,1]) to the open step; step mechanisms only.
 
         Nothing is released until :meth:`step` ends the step. Under add/remove this is the only
-        way to feed records: how many arrive never decides when a step ends (P9).
+        way to feed records: how many arrive never decides when a step ends (P9). ``users``:
+        as for :meth:`extend`.
         """
         if self._mechanism.counts_records:
             raise ConfigError("add() needs a step mechanism (adaptive, blocks or guided: steps "
                               "on a public clock); other mechanisms take records through "
                               "extend()")
-        addresses = self._route(points)
+        pts = self._validate(points)
+        pts, = (refuse_users(pts, users) if self.users is None else  # privacy: P15
+                self.users.admitted(pts, users, self, by_count=False))
+        addresses = self._route(pts)
         self._mechanism.add(addresses)
         self.t += len(addresses)
         self._open += len(addresses)
@@ -257,11 +276,9 @@ class OnlineSynthesizer:
         """A public tick marker (the worker's timer, a file's time bucket): release if due.
 
         Under add/remove the open step always ends here, empty or not (whether it holds records
-        is private), and its release is returned. Under replacement the count is public: with
-        no record since the latest release nothing is released (None); otherwise a step
-        mechanism ends its step, and a record-count mechanism (``accurate``, ``paper``)
-        releases at the current t from the counts of its completed ticks, its tick grid
-        (every ``release_every`` records and every level end) unchanged (docs/privacy.md P11).
+        is private). Under replacement (t public) nothing is released without a new record;
+        else a step mechanism ends its step, and ``accurate`` and ``paper`` release at the
+        current t from their completed ticks, whose grid is unchanged (docs/privacy.md P11).
         """
         if self.neighbours == "add_remove":  # privacy: P11 (one step per marker, always)
             return self.step()
@@ -282,7 +299,9 @@ class OnlineSynthesizer:
             leaf_counts=leaf_counts,
             metadata=self.metadata(depth, size),
             placement_seed=self.placement_seed,
+            occupied=getattr(self._mechanism, "occupied", None),  # sparse form, if it has one
         )
+        assert leaf_counts is not None or self._last.occupied is not None
         return self._last
 
     def metadata(self, depth: int | None = None, size: int | None = None) -> dict[str, Any]:
@@ -309,6 +328,7 @@ class OnlineSynthesizer:
             "placement": self.placement,
             "key_fingerprint": self._noise.fingerprint(),
             **self._mechanism.extra_metadata(),
+            **({} if self.users is None else self.users.metadata()),  # privacy: P15
         }
 
     def release(self) -> Release:
@@ -319,9 +339,15 @@ class OnlineSynthesizer:
 
     # -- snapshots ------------------------------------------------------------------------
 
-    def snapshot(self) -> bytes:
-        """The whole state as bytes, valid at any point (also mid-tick). No key material."""
+    def snapshot(self, *, include_users: bool = True) -> bytes:
+        """The whole state as bytes, valid at any point (also mid-tick). No key material.
+
+        ``include_users=False`` leaves out the per-user counts (the worker keeps them in its
+        store, written in the same atomic commit: P15).
+        """
         entries = self._mechanism.state()
+        users = ({} if self.users is None else  # privacy: P15 (stored apart by the worker)
+                 {"users": self.users.bounds.state() if include_users else None})
         state = {
             "config": {
                 "d": self.d, "epsilon": self.epsilon, "release_every": self.release_every,
@@ -329,6 +355,7 @@ class OnlineSynthesizer:
                 "placement": self.placement, "partition": self.partition,
                 "fresh": self.fresh, "alpha": self.alpha, "neighbours": self.neighbours,
                 "current_shape": self.current_shape,
+                **({} if self.users is None else self.users.config()),
             },
             "key_fingerprint": self._noise.fingerprint(),
             "t": self.t,
@@ -336,6 +363,7 @@ class OnlineSynthesizer:
             "clipped": self.clipped,
             **{name: entries[name] if name in entries else empty()
                for name, empty in _STATE_ENTRIES.items()},
+            **users,
             "step_records": 0 if self._mechanism.counts_records else self._open,
             "last": None if self._last is None else {
                 "t": self._last.t, "depth": self._last.depth,
@@ -357,10 +385,8 @@ class OnlineSynthesizer:
         name = config.pop("schedule")
         if schedule is not None:
             if schedule.name != name:
-                raise ConfigError(
-                    f"schedule '{schedule.name}' differs from the snapshot's '{name}'; pass the "
-                    "schedule the snapshot was made with"
-                )
+                raise ConfigError(f"schedule '{schedule.name}' differs from the snapshot's "
+                                  f"'{name}'; pass the schedule the snapshot was made with")
             name = "paper"
         self = cls(key=key, mechanism=name, schedule=schedule, **config)
         if self._noise.fingerprint() != state["key_fingerprint"]:
@@ -370,12 +396,12 @@ class OnlineSynthesizer:
             )
         self.t, self.sequence, self.clipped = state["t"], state["sequence"], state["clipped"]
         self._mechanism.load_state({name: state[name] for name in _STATE_ENTRIES})
+        if self.users is not None and state.get("users") is not None:
+            self.users.bounds.load_state(state["users"])
         self._open = (self.t % self.release_every if self._mechanism.counts_records
                       else int(state["step_records"]))
         last = state["last"]
         if last is not None:
-            self._last = Release(
-                last["t"], last["depth"], last["leaf_counts"], last["metadata"],
-                self.placement_seed,
-            )
+            self._last = Release(last["t"], last["depth"], last["leaf_counts"],
+                                 last["metadata"], self.placement_seed)
         return self

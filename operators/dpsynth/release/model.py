@@ -62,6 +62,32 @@ def place_points(
     return lower + np.minimum(u, np.nextafter(1.0, 0.0)) * (upper - lower)
 
 
+class _DenseCounts:
+    """The ``leaf_counts`` field: given, or built from ``occupied`` on first access.
+
+    A release of depth 20 has 2^20 counts (8 MiB); the worker encodes releases from their
+    occupied leaves and never needs the dense array, whose allocation alone (page faults of a
+    fresh 8 MiB) cost more than the rest of a release's encoding.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}"
+
+    def __get__(self, release: Any, owner: type | None = None) -> Any:
+        if release is None:
+            return None  # the field's default: built from ``occupied``
+        counts = release.__dict__.get(self._slot)
+        if counts is None and release.occupied is not None:
+            cells, values = release.occupied
+            counts = np.zeros(1 << release.depth, np.int64)
+            counts[cells] = values
+            release.__dict__[self._slot] = counts
+        return counts
+
+    def __set__(self, release: Any, counts: Any) -> None:
+        release.__dict__[self._slot] = counts
+
+
 @dataclass(frozen=True, eq=False)
 class Release:
     """One synthetic dataset of exactly ``t`` points (HVZ Alg 1 output Y_t), in compact form.
@@ -82,9 +108,12 @@ class Release:
 
     t: int
     depth: int
-    leaf_counts: Counts
+    leaf_counts: Counts = _DenseCounts()  # type: ignore[assignment]  # None: from occupied
     metadata: dict[str, Any] = field(default_factory=dict)
     placement_seed: bytes = bytes(32)
+    #: The same counts, sparse: (occupied leaf indices ascending, their counts), when the
+    #: synthesizer had them; ``leaf_counts`` may then be None and is built on first access.
+    occupied: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def d(self) -> int:
@@ -118,6 +147,18 @@ class Release:
 
 def check_release(release: Release) -> tuple[np.ndarray, int]:
     """The release's leaf counts as int64 and its dimension, or ConfigError (before encoding)."""
+    cells, values, d = occupied_leaves(release)
+    counts = np.zeros(1 << release.depth, np.int64)
+    counts[cells] = values
+    return counts, d
+
+
+def occupied_leaves(release: Release) -> tuple[np.ndarray, np.ndarray, int]:
+    """(occupied leaf indices ascending, their int64 counts, d), or ConfigError.
+
+    One pass over the 2^depth counts (a release of depth 20 is 8 MiB of them): the checks
+    that counts are non-negative and sum to t need only the non-zero ones.
+    """
     if not isinstance(release, Release):
         raise ConfigError(f"release ({type(release).__name__}) must be a dpsynth Release")
     depth, t = release.depth, release.t
@@ -130,13 +171,23 @@ def check_release(release: Release) -> tuple[np.ndarray, int]:
         raise ConfigError(f"release metadata 'd' ({d!r}) must be an integer >= 1")
     if not isinstance(release.placement_seed, bytes | bytearray):
         raise ConfigError("release placement_seed must be bytes")
-    counts = np.asarray(release.leaf_counts)
-    if counts.shape != (1 << depth,) or counts.dtype.kind not in "iu":
-        raise ConfigError(
-            f"release leaf_counts (shape {counts.shape}, dtype {counts.dtype}) must be "
-            f"2^depth = {1 << depth} integers"
-        )
-    if counts.size and (counts.min() < 0 or int(counts.sum(dtype=np.uint64)) != t):
+    if release.occupied is not None:
+        cells, values = (np.asarray(a, np.int64) for a in release.occupied)
+        if cells.shape != values.shape or cells.ndim != 1 or cells.size and (
+                cells[0] < 0 or cells[-1] >= 1 << depth
+                or np.any(cells[1:] <= cells[:-1]) or values.min() <= 0):
+            raise ConfigError("release occupied leaves must be ascending cells with counts > 0")
+    else:
+        counts = np.asarray(release.leaf_counts)
+        if counts.shape != (1 << depth,) or counts.dtype.kind not in "iu":
+            raise ConfigError(
+                f"release leaf_counts (shape {counts.shape}, dtype {counts.dtype}) must be "
+                f"2^depth = {1 << depth} integers"
+            )
+        cells = np.flatnonzero(counts)
+        values = counts[cells].astype(np.int64)
+    if values.size and (values.min() < 0 or int(values.sum(dtype=np.uint64)) != t) or (
+            not values.size and t != 0):
         # privacy: the message names t only, never a count
         raise ConfigError(f"release leaf_counts must be non-negative and sum to t ({t})")
-    return counts.astype(np.int64), int(d)
+    return cells, values, int(d)

@@ -51,7 +51,7 @@ from dpsynth.release.framing import (
     pack,
     unpack,
 )
-from dpsynth.release.model import Release, check_release
+from dpsynth.release.model import Release, occupied_leaves
 
 #: Version of the record layout; a reader refuses any other.
 FORMAT_VERSION = 1
@@ -121,12 +121,11 @@ def encode_release(
     """
     check_identity(ReleaseKey(run_id, partition, sequence))
     partition, sequence = int(partition), int(sequence)
-    counts, d = check_release(release)
+    cells, values, d = occupied_leaves(release)
     if not is_int(max_chunk_bytes) or max_chunk_bytes <= 0:
         raise ConfigError(f"max_chunk_bytes ({max_chunk_bytes!r}) must be an integer > 0")
-    cells = np.flatnonzero(counts)
     cell_dtype = _cell_dtype(release.depth)
-    values = counts[cells].astype(_COUNT_DTYPE)
+    values = values.astype(_COUNT_DTYPE)
     cells = cells.astype(cell_dtype)
     ident = {"run_id": run_id, "partition": partition, "sequence": sequence}
 

@@ -1,37 +1,37 @@
-"""The Faust app of the worker: topics, one agent, rebalance hooks, /metrics.
+"""The worker: the partitions' state (:class:`Operator`) and the Faust app around it.
 
-Layer: adapter, kept thin: the protocol lives in :mod:`dpsynth.stream.processor`. Settings that
-matter, and why (``docs/operator.md`` has the long form):
+Layer: adapter, kept thin: the protocol lives in :mod:`dpsynth.stream.processor`, the input in
+:mod:`dpsynth.stream.intake`. Settings that matter, and why (``docs/operator.md`` has the long
+form):
 
-- one agent with ``concurrency=1`` over the raw-events topic: a partition's state is sequential,
-  and Faust can skip an in-flight message when concurrency > 1 (faust-streaming #606);
-- events are taken with ``noack_take`` (no automatic acknowledgement) and acknowledged only once
-  the state that includes them is committed, so Faust never commits an input offset beyond the
-  persisted watermark; the events of an open tick stay unacknowledged;
-- ``stream_wait_empty=False``: a rebalance must not wait for the unacknowledged events of an open
-  tick (they are re-read after the rebalance, and skipped up to the watermark);
-- no Faust tables, no changelog topics, no standby replicas, ``processing_guarantee`` at least
-  once: state is our own RocksDB database per partition (:mod:`dpsynth.stream.store`);
-- heavy work (decode, synthesizer, snapshot, RocksDB) runs in one executor thread, so the event
-  loop keeps heart-beating to the group coordinator during long ticks;
-- a timer writes one tick marker per owned input partition per ``DPSYNTH_TICK_SECONDS``
-  (:mod:`dpsynth.stream.ticks`) into that partition: public time that replays see too.
+- input from a confluent-kafka consumer in one thread (:class:`~dpsynth.stream.intake.InputLoop`,
+  ``read_committed``, static membership, batches): that thread owns every
+  :class:`PartitionProcessor`, so a partition's state is sequential and rebalance callbacks
+  never race a batch; an input offset is committed to the group only up to the persisted
+  watermark + 1;
+- the Faust app runs the web server (``/metrics``, ``/healthz``, ``/readyz``) and the life cycle
+  (signals, graceful stop); its own Kafka consumer and producer are not started (no agent, no
+  Faust tables, no changelog topics): state is our own RocksDB database per partition
+  (:mod:`dpsynth.stream.store`);
+- the input thread writes one tick marker per owned input partition per
+  ``DPSYNTH_TICK_SECONDS`` (:mod:`dpsynth.stream.ticks`) into that partition: public time that
+  replays see too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import faust
-from faust.types import TP, EventT, StreamT
+from faust.app.base import BootStrategy
+from mode import Service
 
 from dpsynth.stream.crash import CrashPoints
+from dpsynth.stream.health import Health
+from dpsynth.stream.intake import EXIT_FATAL, InputLoop
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.processor import InputMessage, PartitionProcessor, Sink
 from dpsynth.stream.replay import make_replay
@@ -40,32 +40,28 @@ from dpsynth.stream.sink import KafkaSink
 from dpsynth.stream.store import PartitionStore
 from dpsynth.stream.ticks import MarkerKey, period_start_ms
 
-log = logging.getLogger(__name__)
+__all__ = ["EXIT_FATAL", "Operator", "create_app"]
 
-#: Exit status after a fatal processing error (the state on disk is consistent: restart).
-EXIT_FATAL = 3
+log = logging.getLogger(__name__)
 
 
 class Operator:
-    """The worker's state outside Faust: one :class:`PartitionProcessor` per assigned partition."""
+    """The worker's state outside Faust: one :class:`PartitionProcessor` per assigned partition.
 
-    def __init__(self, config: WorkerConfig, app: faust.App, sink: Sink) -> None:
+    Not thread-safe: every method runs in the input thread (:mod:`dpsynth.stream.intake`).
+    """
+
+    def __init__(self, config: WorkerConfig, sink: Sink) -> None:
         self.config = config
-        self.app = app
         self.sink = sink
         self.metrics = Metrics()
+        self.health = Health(config.liveness_timeout_s)
         self.crash = CrashPoints(config.crash_at)
         self.replay = make_replay(config.bootstrap_servers(), config.input_topic)
         self.processors: dict[int, PartitionProcessor] = {}
-        self.pending: dict[int, deque[EventT]] = {}
-        self.lock = asyncio.Lock()
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpsynth")
-        self.stream: StreamT | None = None
         self.markers = MarkerKey(config.noise_key.reveal(), config.run_id)
         self.marker_sent: dict[int, int] = {}  # partition → period of the last marker written
-
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        self.tick_seen: dict[int, tuple[int, float]] = {}  # partition → (ticks, when counted)
 
     def _open(self, partition: int) -> PartitionProcessor:
         c = self.config
@@ -77,51 +73,42 @@ class Operator:
         try:
             return PartitionProcessor(
                 c, partition, store=store, sink=self.sink, metrics=self.metrics,
-                crash=self.crash, replay=self.replay,
+                crash=self.crash, replay=self.replay, progress=self.health.progressed,
             )
         except BaseException:
             store.close()
             raise
 
-    async def processor(self, partition: int) -> PartitionProcessor:
+    def processor(self, partition: int) -> PartitionProcessor:
         """The partition's processor, loading its state on first use after an assignment."""
         proc = self.processors.get(partition)
         if proc is None:
-            proc = self.processors[partition] = await self._run(self._open, partition)
-            self.pending[partition] = deque()
+            proc = self.processors[partition] = self._open(partition)
+            self.tick_seen[partition] = (proc.synth.sequence, time.monotonic())
         return proc
 
-    async def consume(self, stream: StreamT) -> None:
-        """The agent body: batches of events, never acknowledged before their commit."""
-        self.stream = stream
-        c = self.config
-        async for events in stream.noack_take(c.batch_max_events, within=c.batch_within_s):
-            await self._guard(self.handle(events))
+    def handle(self, by_partition: dict[int, list[InputMessage]]) -> dict[int, int]:
+        """Process one batch (messages by partition, offset order); the committed watermarks.
 
-    async def handle(self, events: list[EventT]) -> None:
-        """Process one batch (all partitions), then acknowledge what the commits cover."""
-        async with self.lock:
-            assigned = {tp.partition for tp in self.app.consumer.assignment()
-                        if tp.topic == self.config.input_topic}
-            by_partition: dict[int, list[EventT]] = {}
-            for event in events:
-                message = event.message
-                if message.partition in assigned:  # else revoked meanwhile: re-read elsewhere
-                    by_partition.setdefault(message.partition, []).append(event)
-            for partition, part in by_partition.items():
-                proc = await self.processor(partition)
-                messages = [_input_message(e) for e in part]
-                self.pending[partition].extend(part)
-                committed = await self._run(proc.process, messages)
-                await self._ack_upto(partition, committed)
+        The caller may commit every input offset at or below a partition's returned value.
+        """
+        committed = {}
+        for partition, messages in by_partition.items():
+            if partition not in self.processors:  # revoked meanwhile: re-read by its owner
+                continue
+            committed[partition] = self.processors[partition].process(messages)
+        self.health.progressed()
+        return committed
 
-    async def checkpoint(self) -> None:
-        """Commit open ticks that waited too long (an idle input partition)."""
-        async with self.lock:
-            for partition, proc in list(self.processors.items()):
-                if proc.checkpoint_due():
-                    committed = await self._run(proc.commit)
-                    await self._ack_upto(partition, committed)
+    def checkpoint(self, *, idle: bool = False) -> dict[int, int]:
+        """Publish releases and commit states that are due (everything uncommitted when the
+        last poll brought nothing: ``idle``); the committed watermarks."""
+        return {partition: proc.settle(idle=idle)
+                for partition, proc in list(self.processors.items())}
+
+    def commit_all(self) -> dict[int, int]:
+        """Publish and commit every partition's processed input (a graceful stop)."""
+        return {partition: proc.commit() for partition, proc in list(self.processors.items())}
 
     def write_markers(self, now_s: float | None = None) -> None:
         """One tick marker per owned input partition and period (privacy: P11).
@@ -131,6 +118,8 @@ class Operator:
         middle of a period writes it again: the processor skips the second copy).
         """
         period = self.config.tick_seconds
+        if period <= 0:
+            return
         at_ms = period_start_ms(time.time() if now_s is None else now_s, period)
         for partition, proc in list(self.processors.items()):
             if at_ms <= self.marker_sent.get(partition, proc.last_tick_ms):
@@ -140,117 +129,79 @@ class Operator:
             self.marker_sent[partition] = at_ms
             self.metrics.inc("tick_markers_written", partition)
 
-    async def tick(self) -> None:
-        """The tick-marker timer's body (see :meth:`write_markers`)."""
-        self.write_markers()
+    def observe_ticks(self) -> None:
+        """``dpsynth_tick_age_seconds``: time since each partition's last release."""
+        now = time.monotonic()
+        for partition, proc in self.processors.items():
+            ticks, since = self.tick_seen.get(partition, (-1, now))
+            if proc.synth.sequence != ticks:
+                ticks, since = proc.synth.sequence, now
+                self.tick_seen[partition] = (ticks, since)
+            self.metrics.set("tick_age_seconds", partition, now - since)
 
-    async def _ack_upto(self, partition: int, committed: int) -> None:
-        queue = self.pending.get(partition)
-        if queue is None or self.stream is None:
-            return
-        while queue and queue[0].message.offset <= committed:
-            await self.stream.ack(queue.popleft())
-
-    async def assign(self, assigned: set[TP]) -> None:
+    def assign(self, partitions: list[int]) -> None:
         """Load the state of newly assigned partitions now (metrics show them at once)."""
-        async with self.lock:
-            for tp in sorted(assigned):
-                if tp.topic == self.config.input_topic:
-                    await self.processor(tp.partition)
+        for partition in partitions:
+            self.processor(partition)
 
-    async def revoke(self, revoked: set[TP]) -> None:
-        """Drop the processors of revoked partitions; their state reloads on reassignment."""
-        async with self.lock:
-            for tp in revoked:
-                if tp.topic != self.config.input_topic:
-                    continue
-                proc = self.processors.pop(tp.partition, None)
-                self.pending.pop(tp.partition, None)
-                self.marker_sent.pop(tp.partition, None)
-                if proc is not None:
-                    await self._run(proc.close)
-                    log.info("partition %d revoked: state closed at watermark %d",
-                             tp.partition, proc.committed)
+    def revoke(self, partitions: list[int]) -> None:
+        """Close the processors of revoked partitions and drop their metric series; their
+        state reloads on reassignment (uncommitted records are re-read by the new owner)."""
+        for partition in partitions:
+            proc = self.processors.pop(partition, None)
+            self.marker_sent.pop(partition, None)
+            self.tick_seen.pop(partition, None)
+            if proc is not None:
+                proc.close()
+                log.info("partition %d revoked: state closed at watermark %d", partition,
+                         proc.committed)
+            self.metrics.remove_partition(partition)
 
-    async def _guard(self, work: Any) -> None:
-        """Run ``work``; on any error log it and exit, rather than leave a silent, stuck agent."""
-        try:
-            await work
-        except Exception as e:  # noqa: BLE001
-            # messages of dpsynth errors name the fix and never a value or the key
-            log.critical("fatal: %s: %s; exiting with status %d (state on disk is consistent: "
-                         "fix the cause and restart)", type(e).__name__, e, EXIT_FATAL)
-            logging.shutdown()
-            os._exit(EXIT_FATAL)
+    def close(self) -> None:
+        """Close every partition's state (the worker stops)."""
+        for partition in list(self.processors):
+            self.processors.pop(partition).close()
 
 
-def _input_message(event: EventT) -> InputMessage:
-    message = event.message
-    ts = message.timestamp
-    return InputMessage(
-        offset=message.offset,
-        value=message.value,
-        timestamp_ms=int(ts * 1000) if ts else None,
-        received=message.time_in or time.monotonic(),
-    )
+class InputService(Service):
+    """Runs the input thread with the Faust app: started after the web server, stopped first."""
+
+    def __init__(self, intake: InputLoop, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.intake = intake
+
+    async def on_start(self) -> None:
+        """Start the consumer thread."""
+        self.intake.start()
+
+    async def on_stop(self) -> None:
+        """Let the thread finish its batch, commit offsets and leave; then close the state."""
+        await asyncio.get_running_loop().run_in_executor(None, self.intake.stop)
+        self.intake.operator.close()
 
 
 def create_app(config: WorkerConfig, *, sink: Sink | None = None) -> tuple[faust.App, Operator]:
-    """The Faust app and its :class:`Operator`, configured from ``config``."""
-    session = config.session_timeout_s
+    """The Faust app (web server, life cycle) and its :class:`Operator`, from ``config``."""
     app = faust.App(
         config.app_id,
         broker=config.faust_broker(),
         autodiscover=False,
         datadir=str(config.data_dir / "faust"),
         store="memory://",
-        processing_guarantee="at_least_once",
-        stream_wait_empty=False,
-        table_standby_replicas=0,
         topic_allow_declare=False,
-        topic_disable_leader=True,
-        consumer_auto_offset_reset="earliest",
-        # static membership: a restarted pod takes its partitions back without a rebalance
-        **({"consumer_group_instance_id": config.group_instance_id}
-           if config.group_instance_id else {}),
-        broker_session_timeout=session,
-        broker_heartbeat_interval=max(session / 10, 0.5),
-        broker_rebalance_timeout=session,
-        broker_request_timeout=max(session + 10.0, 90.0),
-        broker_commit_interval=1.0,
         web_enabled=True,
         web_port=config.web_port,
         web_bind=config.web_bind,
         **({"web_host": "127.0.0.1"} if config.web_bind.startswith("127.") else {}),
     )
-    operator = Operator(config, app, sink or KafkaSink(config.bootstrap_servers()))
-    raw_events = app.topic(
-        config.input_topic, key_type=bytes, value_type=bytes,
-        key_serializer="raw", value_serializer="raw",
-    )
+    # the input is our own consumer (intake.py): Faust's consumer and producer stay off
+    app.boot_strategy = BootStrategy(app, enable_kafka=False)
+    operator = Operator(config, sink or KafkaSink(config.bootstrap_servers()))
+    app.add_dependency(InputService(InputLoop(config, operator)))
 
-    async def synthesize(stream: StreamT) -> None:
-        await operator.consume(stream)
-
-    synthesize.__name__ = "synthesize"
-    app.agent(raw_events, name="dpsynth.synthesize", concurrency=1)(synthesize)
-
-    @app.timer(interval=max(config.checkpoint_interval_s / 2, 0.5))
-    async def checkpoint() -> None:
-        await operator._guard(operator.checkpoint())
-
-    if config.tick_seconds > 0:
-        @app.timer(interval=min(max(config.tick_seconds / 4, 0.05), 1.0))
-        async def tick_markers() -> None:
-            await operator._guard(operator.tick())
-
-    @app.on_partitions_assigned.connect
-    async def on_assigned(sender: Any, assigned: set[TP], **kwargs: Any) -> None:
-        await operator._guard(operator.assign(assigned))
-
-    @app.on_partitions_revoked.connect
-    async def on_revoked(sender: Any, revoked: set[TP], **kwargs: Any) -> None:
-        await operator._guard(operator.revoke(revoked))
+    def probe(web: Any, verdict: tuple[bool, str]) -> Any:
+        ok, reason = verdict
+        return web.text(f"{reason}\n", status=200 if ok else 503)
 
     @app.page("/metrics")
     async def metrics(web: Any, request: Any) -> Any:
@@ -258,6 +209,10 @@ def create_app(config: WorkerConfig, *, sink: Sink | None = None) -> tuple[faust
 
     @app.page("/healthz")
     async def healthz(web: Any, request: Any) -> Any:
-        return web.text("ok\n")
+        return probe(web, operator.health.live())
+
+    @app.page("/readyz")
+    async def readyz(web: Any, request: Any) -> Any:
+        return probe(web, operator.health.ready())
 
     return app, operator

@@ -5,7 +5,8 @@ Layer: adapter. A raw event is one Kafka message whose value is msgpack: a map
 turns the bytes into a list of records or a reason; :func:`split_batch` checks the records of
 many messages against the schema at once (one vectorised call) and hands back, per message, the
 reasons of its invalid records. A message with any invalid record becomes one dead-letter record
-(:func:`encode_dead_letter`) holding the raw bytes, where they came from and the reasons.
+(:func:`encode_dead_letter`) of bounded size: where it came from, its length and digest, the
+reasons and at most a configured prefix of its bytes.
 
 Reasons name the field and the rule broken, never a value (STYLE §3.6): the dead-letter topic
 holds raw records and needs the protection of the raw-events topic, but logs and metrics do not.
@@ -18,6 +19,7 @@ holds raw records and needs the protection of the raw-events topic, but logs and
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,8 +29,13 @@ import numpy as np
 
 from dpsynth.schema import ClipReport, Schema
 
-#: Version of the dead-letter record layout.
-DEAD_LETTER_FORMAT = 1
+#: Version of the dead-letter record layout (2: bounded, a digest and a prefix instead of the
+#: whole message).
+DEAD_LETTER_FORMAT = 2
+#: Rejected records listed in one dead letter (``n_rejects`` counts them all).
+MAX_REJECTS_LISTED = 100
+#: Characters of one listed reason.
+MAX_REASON_CHARS = 300
 #: Largest message decoded (bytes); Kafka's default limit is 1 MB.
 MAX_EVENT_BYTES = 16 * 2**20
 
@@ -78,10 +85,14 @@ class BatchResult:
     rejects: dict[int, list[tuple[int, str]]]
     #: per message: number of records it held (0 when undecodable)
     records_per_message: np.ndarray
+    #: per valid row: its user's canonical id (privacy unit "user"), else None
+    users: list[bytes] | None = None
 
 
-#: check(records) -> (valid rows in order, clip report, [(record index, reason), ...]).
-Checker = Callable[[list[Any]], tuple[np.ndarray, ClipReport, list[tuple[int, str]]]]
+#: check(records, owner) -> (valid rows in order, clip report, [(record index, reason), ...]);
+#: ``owner[i]`` is the index of record i's message.
+Checker = Callable[[list[Any], list[int]],
+                   tuple[np.ndarray, ClipReport, list[tuple[int, str]]]]
 
 
 def split_batch(schema: Schema, values: Sequence[bytes | None]) -> BatchResult:
@@ -91,7 +102,8 @@ def split_batch(schema: Schema, values: Sequence[bytes | None]) -> BatchResult:
     ``(record index, reason)``; an undecodable message has the single entry ``(-1, reason)``.
     """
 
-    def check(records: list[Any]) -> tuple[np.ndarray, ClipReport, list[tuple[int, str]]]:
+    def check(records: list[Any], owner: list[int]
+              ) -> tuple[np.ndarray, ClipReport, list[tuple[int, str]]]:
         if not records:
             return np.zeros((0, schema.d)), ClipReport(schema.names, (0,) * schema.d), []
         return schema.split_valid(records)
@@ -99,12 +111,14 @@ def split_batch(schema: Schema, values: Sequence[bytes | None]) -> BatchResult:
     return split_messages(values, check)
 
 
-def split_messages(values: Sequence[bytes | None], check: Checker) -> BatchResult:
+def split_messages(values: Sequence[bytes | None], check: Checker,
+                   refused: Sequence[str | None] | None = None) -> BatchResult:
     """Decode many messages and check all their records with one call of ``check``.
 
     The engine-independent half of :func:`split_batch`: ``check`` gets every decoded record
-    (possibly none) and returns the valid rows, a clip report and the rejected records' indices
-    with reasons that name the field, never the value.
+    (possibly none) with its message index, and returns the valid rows, a clip report and the
+    rejected records' indices with reasons that name the field, never the value. A message with
+    a reason in ``refused`` is rejected whole, undecoded (e.g. a key of another partition).
     """
     records: list[Any] = []
     owner: list[int] = []
@@ -112,7 +126,7 @@ def split_messages(values: Sequence[bytes | None], check: Checker) -> BatchResul
     counts = np.zeros(len(values), np.int64)
     starts = np.zeros(len(values), np.int64)
     for m, value in enumerate(values):
-        items, reason = decode_event(value)
+        items, reason = (None, refused[m]) if refused and refused[m] else decode_event(value)
         starts[m] = len(records)
         if items is None:
             rejects[m] = [(-1, str(reason))]
@@ -121,7 +135,7 @@ def split_messages(values: Sequence[bytes | None], check: Checker) -> BatchResul
         records.extend(items)
         owner.extend([m] * len(items))
     valid = counts.copy()
-    rows, report, bad = check(records)
+    rows, report, bad = check(records, owner)
     for index, reason in bad:
         m = owner[index]
         rejects.setdefault(m, []).append((index - int(starts[m]), reason))
@@ -138,14 +152,22 @@ def encode_dead_letter(
     timestamp_ms: int | None,
     rejects: Sequence[tuple[int, str]],
     n_records: int,
+    prefix_bytes: int = 0,
 ) -> bytes:
-    """One dead-letter record (msgpack map), ``format`` 1.
+    """One dead-letter record (msgpack map), ``format`` 2, of bounded size whatever the message.
 
-    ``raw`` is the message exactly as received (None for a tombstone); ``rejects`` lists
-    ``[record index, reason]`` (index −1: the whole message); ``reason`` repeats the first one
-    so a human reading the topic sees the problem at once. The valid records of the same message
-    were counted; only the listed ones were not.
+    Where the message came from (``topic``, ``partition``, ``offset``, ``timestamp_ms``), its
+    ``length`` in bytes (None for a tombstone) and ``sha256`` (hex) so an operator can find and
+    match it in the input topic, and ``prefix``: at most ``prefix_bytes`` of the payload
+    (``DPSYNTH_DEAD_LETTER_PREFIX_BYTES``, default 0: raw values are sensitive). ``rejects``
+    lists ``[record index, reason]`` (index −1: the whole message), at most
+    :data:`MAX_REJECTS_LISTED` of them, each reason cut to :data:`MAX_REASON_CHARS`;
+    ``n_rejects`` is their number and ``reason`` repeats the first so a human reading the topic
+    sees the problem at once. The valid records of the same message were counted; the rejected
+    ones were not. The bound (under 64 KiB + the prefix) keeps every dead letter far below any
+    producer's or topic's size limit, so dead-lettering can never stop a partition.
     """
+    listed = [[int(i), str(r)[:MAX_REASON_CHARS]] for i, r in rejects[:MAX_REJECTS_LISTED]]
     return msgpack.packb(
         {
             "format": DEAD_LETTER_FORMAT,
@@ -153,10 +175,13 @@ def encode_dead_letter(
             "partition": int(partition),
             "offset": int(offset),
             "timestamp_ms": timestamp_ms,
-            "reason": rejects[0][1] if rejects else "",
-            "rejects": [[int(i), str(r)] for i, r in rejects],
+            "reason": listed[0][1] if listed else "",
+            "rejects": listed,
+            "n_rejects": len(rejects),
             "n_records": int(n_records),
-            "raw": value,
+            "length": None if value is None else len(value),
+            "sha256": None if value is None else hashlib.sha256(value).hexdigest(),
+            "prefix": None if value is None else bytes(value[:max(prefix_bytes, 0)]),
         },
         use_bin_type=True,
     )
@@ -166,7 +191,7 @@ def decode_dead_letter(data: bytes) -> dict[str, Any]:
     """Inverse of :func:`encode_dead_letter` (for operators' tools and tests)."""
     out = msgpack.unpackb(data, raw=False)
     if not isinstance(out, dict) or out.get("format") != DEAD_LETTER_FORMAT:
-        raise ValueError("not a dpsynth dead-letter record of format 1")
+        raise ValueError(f"not a dpsynth dead-letter record of format {DEAD_LETTER_FORMAT}")
     return dict(out)
 
 

@@ -16,10 +16,14 @@ The commit protocol (DESIGN §3 "Exactly-once as consumers see it"), per batch o
    synthesizer (:class:`~dpsynth.online.synthesizer.OnlineSynthesizer`) or the tabular one.
    A tick marker (:mod:`dpsynth.stream.ticks`) between the records ends a step there; it is
    never a record, and its offset enters the watermark like a record's (privacy: P11).
-5. If releases completed (or a checkpoint is due): produce every record of every release and
-   wait until the broker has them all (and every dead letter); **then** commit the snapshot and
-   the watermark atomically (:class:`~dpsynth.stream.store.PartitionStore`); **then** report the
-   watermark, up to which the caller may acknowledge input offsets.
+5. Releases that waited ``release_linger_s``: produce every record of every release and wait
+   until the broker has them all (and every dead letter) (:meth:`PartitionProcessor.publish`).
+6. When a state commit is due (``state_commit_interval_s`` after releases,
+   ``checkpoint_interval_s``, ``max_unacked_events``, or the input idle): publish, **then**
+   commit the snapshot and the watermark atomically (:class:`~dpsynth.stream.store.
+   PartitionStore`); **then** report the watermark, up to which the caller may acknowledge
+   input offsets. Publishing never waits for a state commit (an fsync and a snapshot: the
+   costly part), so under load the state is committed about once per interval.
 
 A crash between any two steps loses nothing and counts nothing twice: uncommitted records are
 re-read (their offsets were not acknowledged), committed ones are skipped, and a release
@@ -39,11 +43,11 @@ import numpy as np
 from dpsynth.errors import ConfigError
 from dpsynth.stream.codecs import dead_letter_key, encode_dead_letter, release_record_key
 from dpsynth.stream.crash import CrashPoints
-from dpsynth.stream.engines import Engine, open_engine
+from dpsynth.stream.engines import CONFIG_VARIABLES, Engine, open_engine, public_config
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.store import PartitionStore
-from dpsynth.stream.tabular_engine import TABULAR_VARIABLES, tabular_public_config
+from dpsynth.stream.tabular_engine import TABULAR_VARIABLES
 from dpsynth.stream.ticks import Marker, MarkerKey, parse_marker
 
 log = logging.getLogger(__name__)
@@ -57,6 +61,7 @@ class InputMessage:
     value: bytes | None
     timestamp_ms: int | None = None
     received: float = 0.0  # time.monotonic() when the worker got it (release latency)
+    key: bytes | None = None  # the Kafka key: the user id under the privacy unit "user"
 
 
 class Sink(Protocol):
@@ -76,41 +81,6 @@ Replay = Callable[[int, int, int], Iterable[InputMessage]]
 REPLAY_BATCH = 5000
 
 
-def synthesizer_config(config: WorkerConfig) -> dict[str, Any]:
-    """The public parameters a partition's state is bound to (checked at every load)."""
-    bound = {
-        "d": config.d,
-        "epsilon": config.epsilon,
-        "release_every": config.release_every,
-        "max_depth": config.max_depth,
-        "schedule": config.mechanism,  # the key of states written before 0.2
-        "key_fingerprint": config.noise_key.fingerprint,
-        "schema": config.schema.to_dict(),
-    }
-    if config.neighbours != "replace":  # absent for replace: older states still load
-        bound["neighbours"] = config.neighbours
-    return bound
-
-
-_CONFIG_VARIABLES = {
-    "d": "DPSYNTH_SCHEMA_FILE",
-    "schema": "DPSYNTH_SCHEMA_FILE",
-    "epsilon": "DPSYNTH_EPSILON",
-    "release_every": "DPSYNTH_RELEASE_EVERY",
-    "max_depth": "DPSYNTH_MAX_DEPTH",
-    "schedule": "DPSYNTH_MECHANISM",
-    "neighbours": "DPSYNTH_NEIGHBOURS",
-    "key_fingerprint": "DPSYNTH_NOISE_KEY (fingerprint)",
-}
-
-
-def public_config(config: WorkerConfig) -> dict[str, Any]:
-    """The public parameters of the configured engine (a stored state must match them)."""
-    if config.engine == "tabular":
-        return tabular_public_config(config)
-    return synthesizer_config(config)
-
-
 class PartitionProcessor:
     """The synthesizer, state store and commit protocol of one input partition.
 
@@ -127,6 +97,7 @@ class PartitionProcessor:
         metrics: Metrics | None = None,
         crash: CrashPoints | None = None,
         replay: Replay | None = None,
+        progress: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.partition = int(partition)
@@ -135,6 +106,7 @@ class PartitionProcessor:
         self.metrics = metrics or Metrics()
         self.crash = crash or CrashPoints(None)
         self.replay = replay
+        self._progress = progress or (lambda: None)  # liveness: a long replay is not stuck
         self._public_config = public_config(config)
         self._markers = MarkerKey(config.noise_key.reveal(), config.run_id)
         self.last_tick_ms = -1  # period of the last tick marker applied (in the state)
@@ -144,6 +116,8 @@ class PartitionProcessor:
         # completed, not yet produced: (release, arrival of its last record, completion)
         self._releases: list[tuple[Any, float, float]] = []
         self._unacked = 0
+        self._published = False  # releases published since the last state commit
+        self._in_flight: list[tuple[float, int]] = []  # produced, not yet acknowledged
         self._last_commit = time.monotonic()
         self._set_gauges()
 
@@ -153,7 +127,7 @@ class PartitionProcessor:
         stored = self.store.load()
         if stored is None:
             log.info("partition %d: no local state; starting at t=0", self.partition)
-            return open_engine(self.config, self.partition, None), -1
+            return open_engine(self.config, self.partition, None, self.store), -1
         stored_engine = stored.config.get("engine", "points")
         if stored_engine != self.config.engine:
             raise ConfigError(
@@ -162,7 +136,7 @@ class PartitionProcessor:
                 f"({stored_engine}); set DPSYNTH_ENGINE={stored_engine}, or start a new run (new "
                 "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
             )
-        variables = _CONFIG_VARIABLES if self.config.engine == "points" else TABULAR_VARIABLES
+        variables = CONFIG_VARIABLES if self.config.engine == "points" else TABULAR_VARIABLES
         for name, value in self._public_config.items():
             if stored.config.get(name) != value:
                 raise ConfigError(
@@ -171,7 +145,7 @@ class PartitionProcessor:
                     "run cannot change. Restore the previous setting, or start a new run (new "
                     "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
                 )
-        synth = open_engine(self.config, self.partition, stored.snapshot)
+        synth = open_engine(self.config, self.partition, stored.snapshot, self.store)
         self.last_tick_ms = stored.last_tick_ms
         log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
                  self.partition, synth.t, synth.sequence, stored.watermark)
@@ -194,10 +168,28 @@ class PartitionProcessor:
             self.metrics.inc("records_skipped", self.partition, len(messages) - len(new))
         if new:
             self._feed(new)
-        if self._releases or self.checkpoint_due():
-            self.commit()
+        self.settle()
         self._set_gauges()
         return self.committed
+
+    def settle(self, *, idle: bool = False) -> int:
+        """Commit when due, else publish due releases; return the committed watermark.
+
+        Due: a checkpoint (:meth:`checkpoint_due`), or releases published or pending and
+        ``state_commit_interval_s`` passed since the last commit (or the input is ``idle``).
+        """
+        if self.checkpoint_due() or self._commit_due(idle=idle):
+            self.commit()
+        elif self.releases_due() or self._in_flight:
+            self.publish()
+        return self.committed
+
+    def _commit_due(self, now: float | None = None, *, idle: bool = False) -> bool:
+        if (not (self._releases or self._in_flight or self._published)
+                or self.watermark == self.committed):
+            return False
+        now = time.monotonic() if now is None else now
+        return idle or now - self._last_commit >= self.config.state_commit_interval_s
 
     def _catch_up(self, first: int) -> None:
         """Feed offsets (watermark, first) read back from the input partition, in batches."""
@@ -225,8 +217,7 @@ class PartitionProcessor:
     def _feed_replayed(self, batch: list[InputMessage]) -> int:
         self.metrics.inc("messages_replayed", self.partition, len(batch))
         self._feed(batch)
-        if self._releases or self.checkpoint_due():
-            self.commit()
+        self.settle()
         return len(batch)
 
     def _feed(self, new: list[InputMessage]) -> None:
@@ -262,7 +253,8 @@ class PartitionProcessor:
 
     def _feed_records(self, new: list[InputMessage]) -> None:
         config, p = self.config, self.partition
-        batch = self.synth.split([m.value for m in new])
+        batch = self.synth.split([m.value for m in new], [m.key for m in new])
+        dropped = self.synth.dropped
         for index, rejects in sorted(batch.rejects.items()):  # in offset order
             m = new[index]
             self.sink.send(
@@ -272,8 +264,12 @@ class PartitionProcessor:
                     value=m.value, topic=config.input_topic, partition=p, offset=m.offset,
                     timestamp_ms=m.timestamp_ms, rejects=rejects,
                     n_records=int(batch.records_per_message[index]),
+                    prefix_bytes=config.dead_letter_prefix_bytes,
                 ),
             )
+            if m.value is not None and len(m.value) > config.dead_letter_prefix_bytes:
+                self.metrics.inc("dead_letter_bytes_dropped", p,
+                                 len(m.value) - config.dead_letter_prefix_bytes)
             self.metrics.inc("dead_lettered_messages", p)
             self.metrics.inc("dead_lettered_records", p, len(rejects))
         self.metrics.inc("messages_in", p, len(new))
@@ -288,7 +284,8 @@ class PartitionProcessor:
             last = (len(new) - 1 if need is None else
                     min(int(np.searchsorted(valid_end, start + need)), len(new) - 1))
             end = int(valid_end[last])
-            releases = self.synth.extend(batch.points[start:end])
+            releases = self.synth.extend(
+                batch.points[start:end], None if batch.users is None else batch.users[start:end])
             done = time.monotonic()
             # at most one tick completes per cut, with message ``last`` (its last record): the
             # release latency starts when that message arrived
@@ -300,12 +297,12 @@ class PartitionProcessor:
             if self.synth.until_release() != config.release_every:
                 self.crash.reached("mid_tick")  # records of an open step or tick
             first, start = last + 1, end
-            if (first < len(new) and self._releases
-                    and done - self._releases[0][2] >= config.release_linger_s):
-                self.commit()
+            if first < len(new) and self.releases_due(done):  # latency: publish mid-batch
+                self.commit() if self._commit_due(done) else self.publish(wait=False)
+        self.metrics.inc("records_dropped", p, self.synth.dropped - dropped)
 
     def checkpoint_due(self, now: float | None = None) -> bool:
-        """True when processed messages wait too long (or are too many) for a commit."""
+        """True when processed messages wait too long (or are too many) for a state commit."""
         if self.watermark == self.committed:
             return False
         now = time.monotonic() if now is None else now
@@ -314,11 +311,20 @@ class PartitionProcessor:
             or now - self._last_commit >= self.config.checkpoint_interval_s
         )
 
-    def commit(self) -> int:
-        """Produce pending releases, wait for delivery, then commit state and watermark."""
+    def releases_due(self, now: float | None = None) -> bool:
+        """True when a completed release has waited ``release_linger_s`` to be published."""
+        if not self._releases:
+            return False
+        now = time.monotonic() if now is None else now
+        return now - self._releases[0][2] >= self.config.release_linger_s
+
+    def publish(self, *, wait: bool = True) -> None:
+        """Produce the pending releases; with ``wait``, wait until the broker has every record
+        produced so far (releases and dead letters). The state is not committed: after a crash
+        the same releases are recomputed from the last committed state and published again,
+        byte-identical (derived noise), so consumers drop them as duplicates."""
         p, config = self.partition, self.config
-        records_sent = 0
-        for position, (release, _, _) in enumerate(self._releases):
+        for position, (release, arrived, _) in enumerate(self._releases):
             sequence, records = self.synth.encode(
                 release, run_id=config.run_id, partition=p,
                 max_chunk_bytes=config.release_max_record_bytes,
@@ -333,22 +339,37 @@ class PartitionProcessor:
                 records = records[half:]
             for record in records:
                 self.sink.send(config.output_topic, key, record)
-            records_sent += len(records)
+            self._in_flight.append((arrived, len(records)))
+        self._releases = []
+        if wait:
+            self._delivered()
+
+    def _delivered(self) -> None:
+        """Wait for the broker's acknowledgement of everything produced; count the releases."""
         self.sink.flush()  # every release record and dead letter is on the broker now
-        delivered = time.monotonic()
-        for _release, arrived, _ in self._releases:
+        if not self._in_flight:
+            return
+        p, delivered = self.partition, time.monotonic()
+        for arrived, _ in self._in_flight:
             self.metrics.observe("release_latency_seconds", p, max(delivered - arrived, 0.0))
-        if self._releases:
-            self.metrics.inc("releases", p, len(self._releases))
-            self.metrics.inc("release_records", p, records_sent)
-            self.crash.reached("after_release_produced")
-        if self.watermark != self.committed or self._releases:
+        self.metrics.inc("releases", p, len(self._in_flight))
+        self.metrics.inc("release_records", p, sum(n for _, n in self._in_flight))
+        self._in_flight = []
+        self.crash.reached("after_release_produced")
+        self._published = True
+
+    def commit(self) -> int:
+        """Publish pending releases, then commit state and watermark atomically."""
+        p = self.partition
+        self.publish()
+        if self.watermark != self.committed:
             start = time.perf_counter()
             stats = self.store.commit(
                 self.synth.snapshot(), watermark=self.watermark, t=self.synth.t,
                 sequence=self.synth.sequence, config=self._public_config,
-                last_tick_ms=self.last_tick_ms,
+                last_tick_ms=self.last_tick_ms, users=self.synth.take_user_changes(),
             )
+            self.synth.committed()
             self.metrics.observe("state_commit_seconds", p, time.perf_counter() - start)
             self.metrics.inc("state_commits", p)
             self.metrics.inc("state_chunks_written", p, stats.chunks_written)
@@ -357,10 +378,11 @@ class PartitionProcessor:
             self.metrics.set("state_chunks", p, stats.chunks_total)
             self.committed = self.watermark
             self.crash.reached("after_state_commit_before_ack")
-        self._releases = []
         self._unacked = 0
+        self._published = False
         self._last_commit = time.monotonic()
         self._set_gauges()
+        self._progress()
         return self.committed
 
     def _set_gauges(self) -> None:

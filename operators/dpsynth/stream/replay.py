@@ -26,8 +26,9 @@ class InputLostError(DpsynthError):
 def make_replay(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) -> Replay:
     """A :data:`~dpsynth.stream.processor.Replay` reading ``topic`` with a group-less consumer.
 
-    Records are read ``read_uncommitted``, exactly as the Faust worker reads them (Faust uses
-    ``read_committed`` only with its exactly-once mode), so a replay sees the same records.
+    Records are read ``read_committed``, exactly as the worker's input consumer reads them
+    (:mod:`dpsynth.stream.intake`), so a replay sees the same records: never one of an aborted
+    transaction.
     """
 
     def replay(partition: int, start: int, end: int) -> Iterator[InputMessage]:
@@ -36,7 +37,7 @@ def make_replay(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) 
             "group.id": "dpsynth-replay-never-committed",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
-            "isolation.level": "read_uncommitted",
+            "isolation.level": "read_committed",
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
         })
@@ -76,6 +77,7 @@ def make_replay(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) 
                     yield InputMessage(
                         offset=m.offset(), value=m.value(),
                         timestamp_ms=ts if kind else None, received=time.monotonic(),
+                        key=m.key(),
                     )
                 position = consumer.position([TopicPartition(topic, partition)])[0].offset
                 if position >= end:

@@ -13,10 +13,12 @@ this module ever contains the key or any part of it.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import os
 import re
+import socket
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -91,7 +93,7 @@ class TabularSettings:
     domain: Domain
     mechanism: str
     counter: str
-    workloads_per_step: int
+    workloads_per_step: int | None
 
     def summary(self) -> dict[str, Any]:
         """Loggable form (the domain by file, attribute count and digest)."""
@@ -125,25 +127,40 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
         str(_tabular_default("mechanism")),
         validation_alias=AliasChoices("DPSYNTH_TABULAR_MECHANISM", "DPSYNTH_TABULAR_METHOD"))
     tabular_counter: Annotated[str, choice(COUNTERS)] = str(_tabular_default("counter"))
-    tabular_workloads_per_step: Annotated[int, integer(1)] = int(
-        _tabular_default("workloads_per_step"))
+    #: k (None: the library's default, max(1, round(2ε))).
+    tabular_workloads_per_step: Annotated[int, integer(1)] | None = None
     #: Period P of the tick markers (0: none; replacement only): public time (P11).
     tick_seconds: Annotated[float, number(0.0)] = 60.0
     run_id: Ident = ""  # default: run-<key fingerprint>
     #: Records read from the end of each output partition for the key check at start (P13).
     key_check_records: Annotated[int, integer(0)] = 10_000
+    #: The input topic's partition count (privacy unit "user": bound to the state); 0 = read
+    #: from the broker at start. Users are owned by partitions through it (P15).
+    input_partitions: Annotated[int, integer(0)] = 0
+    #: Users whose counts stay in memory between commits (privacy unit "user"); beyond, the
+    #: cache is dropped after a commit and users are read back from the store.
+    user_cache_entries: Annotated[int, integer(1)] = 1 << 20
     data_dir: Path = Path("dpsynth-data")
     noise_key_hex: SecretStr | None = Field(None, alias="DPSYNTH_NOISE_KEY", repr=False)
     noise_key_file: str | None = None
     web_port: Annotated[int, integer(1, 65535)] = 6066
     web_bind: str = "0.0.0.0"  # noqa: S104 - probes and Prometheus reach the pod's IP
     group_id: Ident = ""
+    #: Static membership: "" derives one (:meth:`instance_id`), "off" turns it off.
     group_instance_id: Ident = ""
+    #: Bytes of a rejected message's payload copied into its dead letter (raw data: 0).
+    dead_letter_prefix_bytes: Annotated[int, integer(0, 65_536)] = 0
+    #: /healthz fails when the input loop did not poll, or did not advance while input
+    #: waits, for this long.
+    liveness_timeout_s: Annotated[float, number(1.0)] = 120.0
     # -- tuning ---------------------------------------------------------------------------
     batch_max_events: Annotated[int, integer(1)] = 2000
     batch_within_s: Annotated[float, number(0.0, strict=True)] = 0.1
     release_linger_s: Annotated[float, number(0.0)] = 0.2
     checkpoint_interval_s: Annotated[float, number(0.0, strict=True)] = 5.0
+    #: Least time between two state commits while releases flow (releases are published at
+    #: their own pace; a crash re-publishes the ones after the last commit, byte-identical).
+    state_commit_interval_s: Annotated[float, number(0.0)] = 1.0
     max_unacked_events: Annotated[int, integer(1)] = 20_000
     state_chunk_bytes: Annotated[int, integer(4096, 64 * 2**20)] = 256 * 1024
     state_sync: Annotated[bool, boolean()] = True
@@ -151,6 +168,11 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
     rocksdb_write_buffer_bytes: Annotated[int, integer(2**16)] = 4 * 2**20
     release_max_record_bytes: Annotated[int, integer(1024, 1_000_000)] = 256_000
     session_timeout_s: Annotated[float, number(1.0)] = 30.0
+    #: Longest batch (seconds between two polls) before the group takes the partitions away.
+    max_batch_seconds: Annotated[float, number(10.0)] = 300.0
+    #: Largest input message the consumer accepts (a larger one is dead-lettered unread if the
+    #: broker lets it in; raise it with the topic's max.message.bytes).
+    max_input_message_bytes: Annotated[int, integer(1_048_576, 2**30)] = 128 * 2**20
     log_level: Annotated[str, choice(("crit", "error", "warn", "info", "debug"),
                                      lower=True)] = "info"
     crash_at: Annotated[tuple[str, int] | None, BeforeValidator(_crash_at)] = None
@@ -170,7 +192,7 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
         if self.engine == "tabular":
             return None
         try:
-            return Schema.from_json_file(self.schema_file)
+            return self.user_schema(Schema.from_json_file(self.schema_file))
         except OSError as e:
             raise ConfigError(f"DPSYNTH_SCHEMA_FILE ({self.schema_file!r}) cannot be read "
                               f"({e.strerror}); fix the path") from None
@@ -216,6 +238,22 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
     def app_id(self) -> str:
         """The Faust app id, which is the input consumer group."""
         return self.group_id or f"dpsynth-{self.run_id}"
+
+    def instance_id(self) -> str:
+        """``group.instance.id`` of the input consumer ("" when static membership is off).
+
+        Default: ``<POD_NAME or host name>-<digest of the data directory>``: stable across
+        restarts of a pod or process (same host, same volume), and different for two workers
+        on one host (each holds its own data directory, locked at start).
+        """
+        if self.group_instance_id == "off":
+            return ""
+        if self.group_instance_id:
+            return self.group_instance_id
+        host = os.environ.get("POD_NAME") or socket.gethostname() or "worker"
+        host = re.sub(r"[^A-Za-z0-9._-]", "-", host)[:150]
+        where = hashlib.sha256(str(self.data_dir.resolve()).encode()).hexdigest()[:10]
+        return f"{host}-{where}"
 
     def bootstrap_servers(self) -> str:
         """``host:port,host:port`` for confluent-kafka (the Faust URL without ``kafka://``)."""
@@ -307,6 +345,10 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
     if not config.neighbours:
         updates["neighbours"] = "add_remove" if config.engine == "tabular" else "replace"
     config = config.model_copy(update=updates)
+    if config.privacy_unit == "user" and config.engine == "tabular":
+        raise ConfigError(
+            "DPSYNTH_PRIVACY_UNIT=user is implemented for the point engine only; the tabular "
+            "engine protects records (unset DPSYNTH_PRIVACY_UNIT, or use DPSYNTH_ENGINE=points)")
     if config.neighbours == "add_remove":  # privacy: P11 (steps end only at tick markers)
         if config.tick_seconds <= 0:
             raise ConfigError(
@@ -328,7 +370,7 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
         names = ("DPSYNTH_EPSILON / DPSYNTH_RELEASE_EVERY / DPSYNTH_DOMAIN_FILE / DPSYNTH_TABULAR_*"
                  if config.engine == "tabular" else
                  "DPSYNTH_EPSILON / DPSYNTH_RELEASE_EVERY / DPSYNTH_MAX_DEPTH / DPSYNTH_MECHANISM"
-                 " / DPSYNTH_NEIGHBOURS")
+                 " / DPSYNTH_NEIGHBOURS / DPSYNTH_PRIVACY_UNIT / DPSYNTH_MAX_CONTRIBUTIONS")
         raise ConfigError(f"{names}: {e}") from None
     return config
 

@@ -12,14 +12,21 @@ Layout (format 1):
 - ``manifest``: msgpack ``{format, run_id, partition, watermark, t, sequence, last_tick_ms,
   length, chunk_bytes, chunks: [BLAKE2b-256 of each chunk], config, committed_at}``
   (``last_tick_ms``: the period of the last tick marker applied, −1 for none; absent in stores
-  written before issue 13).
+  written before issue 13);
+- ``user/<16 bytes>`` (privacy unit "user" only, docs/privacy.md P15): one entry per user of
+  the partition, keyed by the user's 128-bit keyed hash (:mod:`dpsynth.bounding.ids`: the ids
+  cannot be read back without the run's key), valued by its counted records (uint16, and with
+  a per-step cap the step of the latest one, int64, and its count in that step, uint16; little
+  endian) — 2 or 12 bytes. About 30 bytes per user on disk (docs/benchmarks.md §16).
 
 :meth:`PartitionStore.commit` compares the new snapshot with the last committed one chunk by
 chunk (the previous bytes stay in memory: a memcmp is ~10× cheaper than hashing), hashes and
 writes **only the chunks that changed** (and deletes chunks past a shrunken end) plus the new
 manifest in one ``WriteBatch``: RocksDB
 applies a batch atomically, so after any crash the database holds either the previous commit or
-the new one, never a mix (DESIGN §3 "a tick is applied atomically"). :meth:`PartitionStore.load`
+the new one, never a mix (DESIGN §3 "a tick is applied atomically"); the per-user counts that
+changed go into the same batch, so after a crash no user's stored count is ahead of, or behind,
+the watermark, and no user can exceed k (P15). :meth:`PartitionStore.load`
 re-checks every chunk hash and the length (the snapshot carries its own SHA-256 inside, checked
 again by the synthesizer's restore) and raises
 :class:`~dpsynth.errors.StateCorruptError` with the operator's fix on any mismatch.
@@ -48,13 +55,19 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import numpy as np
 import rocksdict
 
+from dpsynth.bounding import UserCounts, UserKeys
 from dpsynth.errors import ConfigError, StateCorruptError
 
 STORE_FORMAT = 1
 _MANIFEST = b"manifest"
 _CHUNK = b"chunk/"
+_USER = b"user/"
+#: Stored value of a user: its counted records; with a per-step cap also (step, step count).
+_COUNT = np.dtype("<u2")
+_STEPPED = np.dtype([("count", "<u2"), ("step", "<i8"), ("step_count", "<u2")])
 #: Chunks at least this large live in RocksDB blob files: compactions then move 30-byte
 #: references instead of rewriting every 256 KiB chunk again and again.
 _MIN_BLOB_BYTES = 4096
@@ -134,6 +147,11 @@ class PartitionStore:
         options.set_max_open_files(64)
         table = rocksdict.BlockBasedOptions()
         table.set_block_cache(rocksdict.Cache(int(block_cache_bytes)))
+        # the per-user counts (privacy unit "user") are mostly looked up for users never seen:
+        # a bloom filter (10 bits a key, ~1 % false positives) answers those without a read
+        table.set_bloom_filter(10, False)
+        options.set_memtable_whole_key_filtering(True)
+        options.set_memtable_prefix_bloom_ratio(0.1)
         options.set_block_based_table_factory(table)
         options.set_enable_blob_files(True)
         options.set_min_blob_size(_MIN_BLOB_BYTES)
@@ -225,11 +243,13 @@ class PartitionStore:
         sequence: int,
         config: dict[str, Any],
         last_tick_ms: int = -1,
+        users: UserCounts | None = None,
     ) -> CommitStats:
         """Write the snapshot's changed chunks and the manifest in one atomic ``WriteBatch``.
 
         ``watermark`` is the last input offset whose records (and tick markers) are inside
-        ``snapshot``; ``last_tick_ms`` the period of the last tick marker applied.
+        ``snapshot``; ``last_tick_ms`` the period of the last tick marker applied; ``users``
+        the per-user counts that changed since the last commit (privacy: P15, same batch).
         """
         start = time.perf_counter()
         size, step = len(snapshot), self.chunk_bytes
@@ -246,6 +266,8 @@ class PartitionStore:
             nbytes += len(chunk)
         for index in range(len(hashes), len(self._hashes)):
             batch.delete(_chunk_key(index))
+        if users is not None and len(users):
+            nbytes += _put_users(batch, users)  # privacy: P15 (atomic with the watermark)
         manifest = {
             "format": STORE_FORMAT,
             "run_id": self.run_id,
@@ -273,6 +295,46 @@ class PartitionStore:
             seconds=time.perf_counter() - start,
         )
 
+    def load_users(self, limit: int) -> UserCounts | None:
+        """Every stored user's counts, or None when there are more than ``limit`` (then the
+        bounds read users one batch at a time, :meth:`read_users`)."""
+        keys, values = [], []
+        iterator = self._db.iter()
+        iterator.seek(_USER)
+        while iterator.valid() and iterator.key().startswith(_USER):
+            if len(keys) == limit:
+                return None
+            keys.append(iterator.key()[len(_USER):])
+            values.append(iterator.value())
+            iterator.next()
+        hashes = np.frombuffer(b"".join(keys), ">u8").astype(np.uint64).reshape(-1, 2)
+        return self._parse_users(hashes, list(range(len(keys))), values)
+
+    def read_users(self, keys: UserKeys) -> UserCounts:
+        """The stored counts of ``keys`` (count 0: not stored): the contribution bounds'
+        resolver (:class:`~dpsynth.bounding.ContributionBounds`). One multi-get."""
+        raw = self._db[_user_keys(keys, _USER)]
+        found = [i for i, value in enumerate(raw) if value is not None]
+        return self._parse_users(keys, found, [raw[i] for i in found])
+
+    def _parse_users(self, keys: UserKeys, found: list[int], raw: list[bytes]) -> UserCounts:
+        """UserCounts of ``keys`` from the stored values of those at ``found``."""
+        counts = np.zeros(len(keys), np.uint16)
+        steps = np.full(len(keys), -1, np.int64)
+        step_counts = np.zeros(len(keys), np.uint16)
+        if not found:
+            return UserCounts(keys, counts, steps, step_counts)
+        values = b"".join(raw)
+        if len(values) == len(found) * _COUNT.itemsize:
+            counts[found] = np.frombuffer(values, _COUNT)
+        elif len(values) == len(found) * _STEPPED.itemsize:
+            stepped = np.frombuffer(values, _STEPPED)
+            counts[found] = stepped["count"]
+            steps[found], step_counts[found] = stepped["step"], stepped["step_count"]
+        else:
+            raise self._corrupt("a stored user count has the wrong length")
+        return UserCounts(keys, counts, steps, step_counts)
+
     def close(self) -> None:
         """Close the database (idempotent); committed batches are already in its log."""
         db, self._db = getattr(self, "_db", None), None
@@ -284,6 +346,28 @@ class PartitionStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _user_keys(keys: UserKeys, prefix: bytes = b"") -> list[bytes]:
+    """``prefix`` + the 16 bytes of every user hash (big-endian words)."""
+    raw = np.ascontiguousarray(keys, dtype=">u8").tobytes()
+    return [prefix + raw[i:i + 16] for i in range(0, len(raw), 16)]
+
+
+def _put_users(batch: rocksdict.WriteBatch, users: UserCounts) -> int:
+    """Queue one entry per user in ``batch``; returns the bytes queued."""
+    if users.steps is None:
+        values = users.counts.astype(_COUNT).tobytes()
+        width = _COUNT.itemsize
+    else:
+        stepped = np.empty(len(users), _STEPPED)
+        stepped["count"], stepped["step"] = users.counts, users.steps
+        stepped["step_count"] = users.step_counts
+        values, width = stepped.tobytes(), _STEPPED.itemsize
+    put = batch.put
+    for i, key in enumerate(_user_keys(users.keys, _USER)):
+        put(key, values[i * width:(i + 1) * width])
+    return len(users) * (len(_USER) + 16 + width)
 
 
 def _diff_chunks(

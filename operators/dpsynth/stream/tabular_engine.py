@@ -98,12 +98,18 @@ class TabularEngine:
         """Releases made so far (one per completed step)."""
         return int(self.synth.steps)
 
-    def split(self, values: Sequence[bytes | None]) -> BatchResult:
-        """Decode messages and encode their records by the domain (one call for the batch)."""
+    #: The tabular engine protects records (the privacy unit "user" is the point engine's).
+    dropped = 0
+
+    def split(self, values: Sequence[bytes | None],
+              keys: Sequence[bytes | None] | None = None) -> BatchResult:
+        """Decode messages and encode their records by the domain (one call for the batch);
+        the keys are not read."""
         names = self.domain.attributes
         p = len(names)
 
-        def check(records: list[Any]) -> tuple[np.ndarray, ClipReport, list[tuple[int, str]]]:
+        def check(records: list[Any], owner: list[int]
+                  ) -> tuple[np.ndarray, ClipReport, list[tuple[int, str]]]:
             if not records:
                 return np.zeros((0, p), np.int64), ClipReport(names, (0,) * p), []
             codes, reasons = self.domain.encode(records)
@@ -112,7 +118,7 @@ class TabularEngine:
 
         return split_messages(values, check)
 
-    def extend(self, rows: np.ndarray) -> list[Any]:
+    def extend(self, rows: np.ndarray, users: Sequence[bytes] | None = None) -> list[Any]:
         """Feed codes (n×p): a release each ``release_every`` records under replacement; under
         add/remove the records join the open step (privacy: P11)."""
         if self.synth.neighbours == "add_remove":
@@ -130,6 +136,13 @@ class TabularEngine:
         if self.synth.neighbours == "add_remove":
             return None
         return self.release_every - self.synth.pending_records
+
+    def take_user_changes(self) -> None:
+        """No per-user counts (privacy unit "record")."""
+        return None
+
+    def committed(self) -> None:
+        """Nothing cached."""
 
     def snapshot(self) -> bytes:
         """The synthesizer's snapshot (true counts: protect the data directory)."""

@@ -1,8 +1,9 @@
-"""Measured variants of the tabular synthesizer's targets (docs/tabular.md T6, T16).
+"""Pooled 1-way marginals, a measured variant of the tabular fit (docs/tabular.md T16).
 
-Layer: core; post-processing of the counters' outputs. Both variants rescale a counter by how
-many records it was fed, a count that is public only under replacement neighbours, so the
-synthesizer refuses them under add/remove (docs/privacy.md P12).
+Layer: core; post-processing of the counters' outputs. It rescales counters by how many records
+they were fed, a count that is public only under replacement neighbours, so the synthesizer
+refuses it under add/remove (docs/privacy.md P12). (The counter shares of the default estimator,
+:mod:`~dpsynth.tabular.shares`, divide by each counter's own noisy total instead.)
 """
 
 from __future__ import annotations
@@ -11,16 +12,6 @@ import numpy as np
 
 from dpsynth.tabular.counters import Counter
 from dpsynth.tabular.model import ParticleModel
-
-
-def sample_replay(counters: list[Counter], fed_records: np.ndarray, records: float,
-                  measured: list[tuple[int, np.ndarray]]) -> list[tuple[int, np.ndarray]]:
-    """``estimator="sample"`` (T6): this step's measurements after every other fed workload's
-    estimate n_t · C_i(t) / (records fed to C_i), MWEM-style replay."""
-    now = {j for j, _ in measured}
-    others = [(i, counters[i].value * (records / fed_records[i]))
-              for i in np.flatnonzero(fed_records > 0) if int(i) not in now]
-    return others + measured
 
 
 def pooled_marginals(model: ParticleModel, counters: list[Counter], fed_records: np.ndarray,

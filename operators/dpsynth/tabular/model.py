@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from dpsynth.errors import ConfigError, StateCorruptError
 from dpsynth.noise import Context, KeyedNoise
@@ -42,7 +43,13 @@ class ParticleModel:
         self.support = np.ascontiguousarray(support, dtype=np.int64)
         self.weights = np.asarray(weights, dtype=np.float64).copy()
         self.full = full
-        self._flat = workloads.flat_index(self.support)
+        self._set_support(self.support)
+
+    def _set_support(self, support: np.ndarray) -> None:
+        self.support = support
+        self._flat = self.workloads.flat_index(support)
+        # (W, M) cells per workload, numbered from 0 (the compiled projection's layout)
+        self._by_workload = np.ascontiguousarray(self._flat.T - self.workloads.offsets[:-1, None])
 
     @classmethod
     def initial(cls, workloads: Workloads, noise: KeyedNoise, context: Context, *,
@@ -78,6 +85,11 @@ class ParticleModel:
         cells = self._flat[:, i] - self.workloads.offsets[i]
         return np.bincount(cells, weights=w, minlength=int(self.workloads.cells[i]))
 
+    def cells_by_workload(self) -> np.ndarray:
+        """(W, M): the cell of every support point in every workload (cells of each workload
+        numbered from 0)."""
+        return self._by_workload
+
     def scaled(self, total: float) -> np.ndarray:
         """Weights rescaled to mass ``total`` (uniform if the model is empty)."""
         mass = self.total
@@ -111,8 +123,16 @@ class ParticleModel:
                 w *= total / w.sum()
         return w
 
-    def rejuvenate(self, noise: KeyedNoise, context: Context, *, passes: int) -> None:
-        """Resample–move the support, then refit to the model's own 2-way answers (public)."""
+    def rejuvenate(self, noise: KeyedNoise, context: Context, *, passes: int,
+                   guides: list[np.ndarray] | None = None) -> None:
+        """Resample–move the support, then refit to the model's own 2-way answers (public).
+
+        The moved attribute j of a point is redrawn from the model's 1-way marginal, or, with
+        ``guides`` (a non-negative table per workload, e.g. the counter shares — public), from
+        the guide of (j, a) conditioned on the point's value of a random partner attribute a,
+        so that points land where pairs of attributes are jointly likely (a rare combination,
+        such as age_10 = age // 10 on Adult, is found in a few moves instead of never).
+        """
         if self.full or self.total <= 0:
             return
         targets = self.answers()
@@ -130,10 +150,34 @@ class ParticleModel:
             marginal = np.bincount(self.support[:, j], weights=self.weights, minlength=s)
             cdf_j = np.cumsum(marginal)
             support[rows, j] = np.minimum(np.searchsorted(cdf_j, draw[rows] * cdf_j[-1]), s - 1)
-        self.support = support
-        self._flat = self.workloads.flat_index(support)
+        if guides is not None:
+            partner = noise.uniform_at(context, streams, np.full(size, 3, np.uint64))
+            self._guided_moves(support, attr, partner, draw, guides)
+        self._set_support(support)
         start = np.full(size, total / size)
-        self.weights = self.fit(start, list(enumerate(targets)), passes=passes)
+        shares = np.concatenate(targets) / total  # the ratio rule, every workload, α = 1
+        self.weights = project(self._by_workload, self.workloads.offsets, start, shares,
+                               np.ones(len(targets)), total, passes)
+
+    def _guided_moves(self, support: np.ndarray, attr: np.ndarray, partner_u: np.ndarray,
+                      draw: np.ndarray, guides: list[np.ndarray]) -> None:
+        """Redraw ``support[x, attr[x]]`` from a guide conditioned on a partner attribute
+        (points whose conditional row is empty keep their 1-way draw)."""
+        sizes, p = self.workloads.sizes, len(self.workloads.sizes)
+        index = {pair: i for i, pair in enumerate(self.workloads.pairs)}
+        partner = np.minimum((partner_u * (p - 1)).astype(np.int64), p - 2)
+        partner += partner >= attr  # a uniform attribute other than the moved one
+        for (a, b), i in index.items():
+            table = np.maximum(np.asarray(guides[i], np.float64), 0.0).reshape(sizes[a], sizes[b])
+            for j, other, cond in ((b, a, table), (a, b, table.T)):
+                rows = np.flatnonzero((attr == j) & (partner == other))
+                if rows.size == 0:
+                    continue
+                cdf = np.cumsum(cond[support[rows, other]], axis=1)
+                mass = cdf[:, -1]
+                ok = mass > 0
+                picks = (cdf < (draw[rows] * mass)[:, None]).sum(axis=1)
+                support[rows[ok], j] = np.minimum(picks[ok], sizes[j] - 1)
 
     # -- records --------------------------------------------------------------------------
 
@@ -163,3 +207,36 @@ class ParticleModel:
             raise StateCorruptError(
                 f"model state is damaged ({exc}); restore from an intact snapshot"
             ) from None
+
+
+@njit(cache=True)
+def project(cells: np.ndarray, offsets: np.ndarray, start: np.ndarray, shares: np.ndarray,
+            alpha: np.ndarray, total: float, passes: int) -> np.ndarray:  # pragma: no cover
+    """``passes`` sweeps of damped ratio steps, ``w_x ← w_x · ((total·p_i[c] + δ) /
+    (q_i[c] + δ))^{α_i}`` on the cell c of x, over the workloads i with α_i > 0, the mass
+    renormalised to ``total`` after each (compiled; the sweep of :meth:`ParticleModel.fit` with
+    per-workload exponents). ``cells`` is :meth:`ParticleModel.cells_by_workload`, ``shares``
+    the targets' proportions, concatenated."""
+    w = start.copy()
+    n_workloads, n_points = cells.shape
+    for _ in range(passes):
+        for i in range(n_workloads):
+            a = alpha[i]
+            if a <= 0.0:
+                continue
+            off = offsets[i]
+            q = np.zeros(offsets[i + 1] - off)
+            for x in range(n_points):
+                q[cells[i, x]] += w[x]
+            factor = np.empty(q.size)
+            mass = 0.0
+            for c in range(q.size):
+                factor[c] = ((shares[off + c] * total + _DELTA) / (q[c] + _DELTA)) ** a
+                mass += q[c] * factor[c]
+            if mass <= 0.0:
+                continue
+            for c in range(q.size):
+                factor[c] *= total / mass
+            for x in range(n_points):
+                w[x] *= factor[cells[i, x]]
+    return w

@@ -19,7 +19,22 @@ FITS = ("mw", "pgm")
 #: Sensitivity s of one neighbouring change of the differential stream ∇f.
 NEIGHBOURS = {"add_remove": 1.0, "replace": 2.0}
 BIASES = ("none", "paper", "scaled")
-SCORES, ESTIMATORS = ("mean", "l1"), ("alg3", "sample")
+SCORES, ESTIMATORS = ("mean", "l1"), ("sample", "alg3")
+#: Selection of the proposed method: the public cyclic schedule (default, T18) or the EM (paper).
+SELECTIONS = ("cyclic", "em")
+
+
+def default_workloads_per_step(epsilon: float) -> int:
+    """k, the workloads measured per step, when none is given: max(1, round(2ε)) (T3, T18).
+
+    Each counter input then gets ε_meas = 0.9ε/k ≈ 0.45 (Lap_Z ≈ 2.2 per cell) under add/remove,
+    and a larger ε buys coverage (every workload measured every ⌈W/k⌉ steps) instead of
+    precision; the rule docs/benchmarks.md §11 measured against the paper's tables.
+
+    >>> [default_workloads_per_step(e) for e in (0.25, 0.5, 1, 2, 4)]
+    [1, 1, 2, 4, 8]
+    """
+    return max(1, round(2 * float(epsilon)))
 
 
 def check_options(domain: Domain, **options: Any) -> None:
@@ -28,7 +43,8 @@ def check_options(domain: Domain, **options: Any) -> None:
         raise ConfigError("domain must be a dpsynth.tabular.Domain (Domain.from_json_file)")
     choices = (("mechanism", METHODS), ("counter", COUNTERS), ("fit", FITS),
                ("neighbours", tuple(NEIGHBOURS)), ("bias", BIASES), ("fit_rule", RULES),
-               ("score", SCORES), ("estimator", ESTIMATORS))
+               ("score", SCORES), ("estimator", ESTIMATORS),
+               ("selection", SELECTIONS))
     for name, allowed in choices:
         if options[name] not in allowed:
             raise ConfigError(f"`{name}` ({options[name]!r}) must be one of {list(allowed)}")
@@ -39,12 +55,18 @@ def check_options(domain: Domain, **options: Any) -> None:
             raise ConfigError(f"`{name}` ({value!r}) must be an integer >= {low}")
     if len(domain.sizes) < 2:
         raise ConfigError("the domain needs at least 2 attributes (2-way workloads)")
-    if options["neighbours"] == "add_remove" and (
-            options["estimator"] == "sample" or options["pooled_marginals"]):
+    if options["neighbours"] == "add_remove" and options["pooled_marginals"]:
         raise ConfigError(  # privacy: P12 (records fed to a counter are private)
-            "estimator='sample' and pooled_marginals rescale counters by the records fed "
-            "to them, which is public only under replacement: use neighbours='replace', "
-            "or the defaults (estimator='alg3', pooled_marginals=False)")
+            "pooled_marginals rescales counters by the records fed to them, which is public "
+            "only under replacement: use neighbours='replace', or pooled_marginals=False")
+    if options["fit"] == "pgm" and options["estimator"] != "alg3":
+        raise ConfigError("fit='pgm' fits each step's measurements (estimator='alg3'); the "
+                          "counter shares of estimator='sample' are fitted by MW: use "
+                          "fit='mw', or estimator='alg3' with fit='pgm'")
+    damping = options["damping"]
+    if isinstance(damping, bool) or not isinstance(damping, int | float) or not (
+            0.0 < damping <= 1.0):
+        raise ConfigError(f"`damping` ({damping!r}) must lie in (0, 1]")
     share = options["size_share"]
     if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 < share < 1.0:
         raise ConfigError(f"`size_share` ({share!r}) must lie strictly in (0, 1)")

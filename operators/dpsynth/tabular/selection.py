@@ -1,4 +1,5 @@
-"""Exponential mechanism on derived randomness (paper 003 Def 3.8 with the sign erratum fixed).
+"""Workload selection: the exponential mechanism (paper 003 Def 3.8, sign erratum fixed) and the
+public cyclic schedule (docs/tabular.md T2, T18).
 
 Layer: core. Spec §2.2: Def 3.8 prints ``exp(−ε u / 2Δ)``, but Thm 3.10 and Algs 2–3 need the
 mechanism to favour *large* error; we sample ``P(i) ∝ exp(ε · u_i / (2Δ))`` (McSherry–Talwar):
@@ -54,3 +55,40 @@ def exponential_mechanism(
                                np.array([event], np.uint64))[0])
     cdf = np.cumsum(p)
     return int(min(np.searchsorted(cdf, u * cdf[-1], side="left"), p.size - 1))
+
+
+def cyclic_order(noise: KeyedNoise, context: Context, n_workloads: int) -> np.ndarray:
+    """A permutation of the workloads derived from the key alone (public randomness; no data).
+
+    The cyclic schedule measures ``order[((t − 1)·k + l) mod W]`` at round l of step t: k
+    distinct workloads per step (k ≤ W) and every workload once in every ⌈W/k⌉ consecutive
+    steps, so no attribute can be starved. It reads no data, so it spends no ε.
+
+    >>> from dpsynth.noise import KeyedNoise
+    >>> order = cyclic_order(KeyedNoise(bytes(32)), ("doc",), 5)
+    >>> picks = [cyclic_pick(order, t, 2, l) for t in (1, 2, 3) for l in (0, 1)]
+    >>> sorted(order.tolist()), picks == [int(order[i % 5]) for i in range(6)]
+    ([0, 1, 2, 3, 4], True)
+    """
+    u = noise.uniform_at(context, np.arange(n_workloads, dtype=np.uint64),
+                         np.zeros(n_workloads, np.uint64))
+    return np.argsort(u, kind="stable")
+
+
+def cyclic_pick(order: np.ndarray, step: int, k: int, round_: int) -> int:
+    """Workload of round ``round_`` (from 0) of step ``step`` (from 1) on the cyclic schedule."""
+    return int(order[((step - 1) * k + round_) % order.size])
+
+
+def workload_scores(target: list[np.ndarray], answers: list[np.ndarray], cells: np.ndarray,
+                    open_: list[int], *, score: str, bias: str) -> np.ndarray:
+    """The EM utilities of the open workloads: ``‖q_i(∇f_t + g_{t−1}) − q_i(h)‖₁`` per cell
+    (``score="mean"``, §7.2) or in total (``"l1"``), minus the bias term (T8)."""
+    scores = np.array([np.abs(target[i] - answers[i]).sum() for i in open_])
+    if score == "mean":
+        scores = scores / cells[open_]
+    if bias == "paper":
+        scores -= cells[open_]
+    elif bias == "scaled":
+        scores -= 1.0
+    return scores

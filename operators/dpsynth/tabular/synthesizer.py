@@ -6,17 +6,21 @@ records, ``step()`` on a public clock (tick marker, time bucket, the paper's fix
 rows under replacement, a noisy count's under add/remove (:mod:`~dpsynth.tabular.size`).
 
 ``mechanism="proposed"`` (Alg 3, workload version §7.2): per step t, k = ``workloads_per_step``
-rounds of (1) select an unselected 2-way workload by the exponential mechanism on
-``e_i = ‖q_i(∇f_t + g_{t−1}) − q_i(h_{t,l−1})‖₁/|q_i| − bias_i`` (sensitivity Δ = s/min|q_i|);
-(2) feed q_j(∇f_t) to workload j's counter and measure ``m_j = C_j(t) + r_j``; (3) MW-fit h from
-``h_{t,l−1}`` to this step's measurements. ``g_t = avg_l h_{t,l}``; for every unselected i,
-``r_i = q_i(g_t) − C_i(t)`` (Alg 3 lines 17–19, not the inverted §6.2 formula).
+rounds of (1) select an unselected 2-way workload — by default on the public cyclic schedule
+(``selection="cyclic"``, no ε, docs/tabular.md T18), or as printed by the exponential mechanism
+on ``e_i = ‖q_i(∇f_t + g_{t−1}) − q_i(h_{t,l−1})‖₁/|q_i| − bias_i`` (Δ = s/min|q_i|,
+``selection="em"``); (2) feed q_j(∇f_t) to workload j's counter; (3) fit. Default
+(``estimator="sample"``, T6): every counter's share C_i/ΣC_i, times the noisy size, replayed by
+damped MW from g_{t−1} (:mod:`~dpsynth.tabular.shares`). As printed (``estimator="alg3"``):
+``m_j = C_j(t) + r_j``, MW from ``h_{t,l−1}`` to this step's measurements, ``g_t = avg_l h_{t,l}``
+and ``r_i = q_i(g_t) − C_i(t)`` for every unselected i (Alg 3 lines 17–19).
 ``mechanism="baseline"`` (Alg 2): the same loop on ∇f_t alone with Lap(2k·s/ε) measurements, and
 ``g_t = g_{t−1} + avg_l h_{t,l}``.
 
 Privacy: ε-DP for the whole stream under the paper's neighbours (one record added or removed
 at one step; ``neighbours="replace"`` doubles every sensitivity s). Under add/remove a size
-counter spends ε_n = ``size_share``·ε; each step (ε − ε_n)/(2k) per selection and per counter
+counter spends ε_n = ``size_share``·ε; each step (ε − ε_n)/k per counter (cyclic selection), or
+(ε − ε_n)/(2k) per EM selection and per counter
 (:func:`dpsynth.accounting.select_measure_split`), checked at construction and charged on a
 :class:`~dpsynth.accounting.StepLedger` (docs/privacy.md P12). All noise is derived from ``key``.
 """
@@ -28,22 +32,36 @@ from typing import Any
 import numpy as np
 
 from dpsynth.accounting import StepLedger, check_select_measure_budget, select_measure_split
-from dpsynth.errors import ConfigError, StateCorruptError
+from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
 from dpsynth.release import TabularRelease
 from dpsynth.state import pack_state, unpack_state
 from dpsynth.tabular.counters import Counter
 from dpsynth.tabular.domain import Domain
-from dpsynth.tabular.estimators import pooled_marginals, sample_replay
+from dpsynth.tabular.estimators import pooled_marginals
 from dpsynth.tabular.model import ParticleModel
-from dpsynth.tabular.options import FITS, METHODS, NEIGHBOURS, check_options
+from dpsynth.tabular.options import (
+    FITS,
+    METHODS,
+    NEIGHBOURS,
+    check_options,
+    default_workloads_per_step,
+)
 from dpsynth.tabular.pgm import PGMFit, require_mbi
-from dpsynth.tabular.selection import exponential_mechanism
+from dpsynth.tabular.selection import (
+    cyclic_order,
+    cyclic_pick,
+    exponential_mechanism,
+    workload_scores,
+)
+from dpsynth.tabular.shares import fit_shares, guide_tables
 from dpsynth.tabular.size import SIZE_SHARE, StreamSize
+from dpsynth.tabular.snapshots import load_synthesizer_state, snapshot_config, synthesizer_state
 from dpsynth.tabular.workloads import Workloads
 
-_SNAPSHOT_KIND = "dpsynth.tabular.v1"
 __all__ = ["FITS", "METHODS", "TabularSynthesizer"]
+#: Rejuvenation guides: counter cells less this many noise standard deviations (T4).
+GUIDE_FLOOR = 1.0
 
 
 class TabularSynthesizer:
@@ -59,7 +77,13 @@ class TabularSynthesizer:
         ``"proposed"`` (Alg 3) or ``"baseline"`` (Alg 2); counter of Alg 3: ``"simple"``,
         ``"block"`` (fixed ``block_size``) or ``"unbounded_block"`` (Alg 4).
     workloads_per_step
-        k, selections per step (capped at the number of workloads).
+        k, workloads measured per step (capped at the number of workloads); default
+        max(1, round(2ε)) (:func:`~dpsynth.tabular.options.default_workloads_per_step`).
+    selection
+        ``"cyclic"`` (public schedule, spends no ε; T18) or ``"em"`` (exponential mechanism on
+        half of the step's budget, as printed).
+    estimator, damping
+        ``"sample"`` (counter shares, damped replay; T6) or ``"alg3"`` (Alg 3's m and r).
     fit
         ``"mw"`` (multiplicative weights, :mod:`dpsynth.tabular.model`) or ``"pgm"`` (a
         graphical model by private-pgm, :mod:`dpsynth.tabular.pgm`; optional extra).
@@ -75,8 +99,8 @@ class TabularSynthesizer:
         B of the bounded ``"block"`` counter.
     support_size, full_domain_limit, fit_passes, fit_rule, rejuvenate_every
         The MW model (:mod:`dpsynth.tabular.model`; docs/tabular.md T4).
-    estimator, score, pooled_marginals
-        Measured variants (docs/tabular.md T6, T9, T16); the defaults are Alg 3 as printed.
+    score, pooled_marginals
+        Measured variants of the EM score and the fit (docs/tabular.md T9, T16).
     partition
         Input partition served; enters every noise context.
 
@@ -100,7 +124,8 @@ class TabularSynthesizer:
         release_every: int,
         mechanism: str = "proposed",
         counter: str = "simple",
-        workloads_per_step: int = 3,
+        workloads_per_step: int | None = None,
+        selection: str = "cyclic",
         fit: str = "mw",
         neighbours: str = "add_remove",
         bias: str = "none",
@@ -110,18 +135,22 @@ class TabularSynthesizer:
         fit_passes: int = 2,
         fit_rule: str = "ratio",
         rejuvenate_every: int = 5,
-        estimator: str = "alg3",
+        estimator: str = "sample",
+        damping: float = 0.5,
         score: str = "mean",
         pooled_marginals: bool = False,
         partition: int = 0,
         size_share: float = SIZE_SHARE,
     ) -> None:
+        if workloads_per_step is None:  # k = max(1, round(2ε)): the measured default (T3)
+            workloads_per_step = default_workloads_per_step(epsilon)
         check_options(domain, mechanism=mechanism, counter=counter, fit=fit,
                       neighbours=neighbours, bias=bias, fit_rule=fit_rule, score=score,
                       release_every=release_every, workloads_per_step=workloads_per_step,
                       fit_passes=fit_passes, rejuvenate_every=rejuvenate_every,
                       support_size=support_size, partition=partition, estimator=estimator,
-                      pooled_marginals=pooled_marginals, size_share=size_share)
+                      pooled_marginals=pooled_marginals, size_share=size_share,
+                      selection=selection, damping=damping)
         self.domain, self.epsilon = domain, float(epsilon)
         self.release_every, self.mechanism, self.counter = release_every, mechanism, counter
         self.fit_name, self.neighbours, self.bias = fit, neighbours, bias
@@ -129,6 +158,8 @@ class TabularSynthesizer:
         self.full_domain_limit, self.fit_passes = int(full_domain_limit), fit_passes
         self.fit_rule, self.rejuvenate_every, self.partition = fit_rule, rejuvenate_every, partition
         self.estimator, self.size_share = estimator, float(size_share)
+        self.selection, self.damping = selection, float(damping)
+        self.guide_floor = GUIDE_FLOOR
         if fit == "pgm":
             require_mbi()
         self.workloads = Workloads(domain.sizes)
@@ -136,8 +167,9 @@ class TabularSynthesizer:
         self.workloads_per_step = workloads_per_step
         # the count is public under replacement; under add/remove a size counter spends ε_n
         self.eps_size = self.size_share * self.epsilon if neighbours == "add_remove" else 0.0
-        self.eps_select, self.eps_measure = select_measure_split(self.epsilon, self.k,
-                                                                 self.eps_size)
+        public = mechanism == "proposed" and selection == "cyclic"  # reads no data: T18
+        self.eps_select, self.eps_measure = select_measure_split(
+            self.epsilon, self.k, self.eps_size, selection_share=0.0 if public else 0.5)
         self.worst_case_loss = check_select_measure_budget(  # privacy: P1 (issue 7), P12
             self.epsilon, self.k, self.eps_select, self.eps_measure, self.eps_size)
         self.s = NEIGHBOURS[neighbours]
@@ -149,6 +181,8 @@ class TabularSynthesizer:
         self._noise = KeyedNoise(key)
         self._ctx = ("tabular", partition, mechanism, counter)
         self.ledger = StepLedger(self.epsilon)
+        self.schedule = cyclic_order(self._noise, ("tabular", partition, "cyclic"),
+                                     len(self.workloads))
         self.model = ParticleModel.initial(
             self.workloads, self._noise, ("tabular", partition, "support"),
             support_size=support_size, full_domain_limit=self.full_domain_limit)
@@ -178,6 +212,7 @@ class TabularSynthesizer:
             "full_domain_limit": self.full_domain_limit, "fit_passes": self.fit_passes,
             "fit_rule": self.fit_rule, "rejuvenate_every": self.rejuvenate_every,
             "estimator": self.estimator, "score": self.score,
+            "selection": self.selection, "damping": self.damping,
             "pooled_marginals": self.pooled_marginals, "partition": self.partition,
         }
 
@@ -190,6 +225,8 @@ class TabularSynthesizer:
             "counter": self.counter if self.mechanism == "proposed" else None,
             "epsilon": self.epsilon, "epsilon_per_selection": self.eps_select,
             "epsilon_per_measurement": self.eps_measure, "workloads_per_step": self.k,
+            **({"selection": self.selection, "estimator": self.estimator}
+               if self.mechanism == "proposed" else {}),
             "neighbours": f"{self.neighbours} (one record at one step; event-level on ∇f)",
             "fit": self.fit_name, "fit_rule": self.fit_rule, "bias": self.bias,
             "key_fingerprint": self._noise.fingerprint(), "domain_digest": self.domain.digest(),
@@ -260,33 +297,28 @@ class TabularSynthesizer:
         self.model.weights = weights
         records = self.model.records(weights, self.size.rows)  # privacy: P12
         if self.rejuvenate_every and self.steps % self.rejuvenate_every == 0:
+            guides = (guide_tables(self.counters, self.guide_floor)
+                      if self.estimator == "sample" else None)  # public: DP outputs (T4)
             self.model.rejuvenate(self._noise, ("tabular", self.partition, "rejuv", self.steps),
-                                  passes=self.fit_passes)
+                                  passes=self.fit_passes, guides=guides)
         meta = self.metadata()
         return TabularRelease(self.steps - 1, self.steps, records, meta)
 
-    def _scores(self, target: list[np.ndarray], h: np.ndarray, open_: list[int]) -> np.ndarray:
-        answers = self.model.answers(h)
-        scores = np.array([np.abs(target[i] - answers[i]).sum() for i in open_])
-        if self.score == "mean":
-            scores = scores / self.workloads.cells[open_]
-        if self.bias == "paper":
-            scores -= self.workloads.cells[open_]
-        elif self.bias == "scaled":
-            scores -= 1.0
-        return scores
-
-    def _select(self, target: list[np.ndarray], h: np.ndarray, open_: list[int],
+    def _select(self, target: list[np.ndarray] | None, h: np.ndarray, open_: list[int],
                 round_: int) -> int:
+        if target is None:  # the public cyclic schedule: reads no data, spends no ε (T18)
+            return cyclic_pick(self.schedule, self.steps, self.k, round_)
         self.ledger.charge("select", self.eps_select)
-        scores = self._scores(target, h, open_)
+        scores = workload_scores(target, self.model.answers(h), self.workloads.cells, open_,
+                                 score=self.score, bias=self.bias)
         pick = exponential_mechanism(scores, self.eps_select, self.em_sensitivity, self._noise,
                                      (*self._ctx, "em", self.steps), 0, round_)
         return open_[pick]
 
     def _proposed_step(self, grad: list[np.ndarray], batch_size: int) -> np.ndarray:
-        prev = self.model.answers()
-        target = [g + p for g, p in zip(grad, prev, strict=True)]  # q_i(∇f_t + g_{t−1})
+        target = None
+        if self.selection == "em":  # q_i(∇f_t + g_{t−1})
+            target = [g + p for g, p in zip(grad, self.model.answers(), strict=True)]
         h = self.model.scaled(self.size.total)  # privacy: P12 (h_{t,0} from a noisy size)
         open_, measured, history = list(range(len(self.workloads))), [], []
         for round_ in range(self.k):
@@ -295,21 +327,21 @@ class TabularSynthesizer:
             self.ledger.charge("measure", self.eps_measure)
             value = self.counters[j].feed(grad[j].astype(np.int64))
             self.fed_records[j] += batch_size
+            measured.append((j, value + self.remainders[j]))  # m(t,j) = C_j(t) + r(t,j)
             if self.estimator == "alg3":
-                goal = value + self.remainders[j]  # m(t,j) = C_j(t) + r(t,j), Alg 3 line 14
-            else:  # decision T6: the counter's records as a sample of the stream
-                goal = value * (self.records_seen / self.fed_records[j])
-            measured.append((j, goal))
-            h = self._fit(h, self._replay(measured), passes=self.fit_passes,
-                          rule=self.fit_rule)
-            history.append(h)
-        g = np.mean(history, axis=0)
+                h = self._fit(h, measured, passes=self.fit_passes, rule=self.fit_rule)
+                history.append(h)
+        if self.estimator == "alg3":
+            g = np.mean(history, axis=0)
+            answers = self.model.answers(g)
+            for i in open_:  # Alg 3 lines 17–19: unselected workloads take the model's value
+                self.remainders[i] = answers[i] - self.counters[i].value
+        else:  # T6: every counter's share times the noisy size, damped replay (post-processing)
+            g = fit_shares(self.model, h, self.counters, self.size.total,
+                           passes=self.fit_passes, damping=self.damping)
         if self.pooled_marginals:
             g = pooled_marginals(self.model, self.counters, self.fed_records,
                                  float(self.records_seen), g)
-        answers = self.model.answers(g)
-        for i in open_:  # Alg 3 lines 17–19: unselected workloads take the model's value
-            self.remainders[i] = answers[i] - self.counters[i].value
         self.last_selected = [j for j, _ in measured]
         return g
 
@@ -342,58 +374,18 @@ class TabularSynthesizer:
             return self.model.fit
         return PGMFit(self.model, stddev=float(np.sqrt(2.0)) * self.s / self.eps_measure)
 
-    def _replay(self, measured: list[tuple[int, np.ndarray]]) -> list[tuple[int, np.ndarray]]:
-        """Alg 3: this step's measurements (``"sample"``, T6: :func:`sample_replay`)."""
-        return measured if self.estimator == "alg3" else sample_replay(
-            self.counters, self.fed_records, float(self.records_seen), measured)
-
     # -- snapshots ------------------------------------------------------------------------
 
     def snapshot(self) -> bytes:
         """The whole state (holds true pending records and counts; no key material)."""
-        pending = (np.concatenate(self._pending) if self._pending
-                   else np.zeros((0, len(self.domain.sizes)), np.int64))
-        return pack_state({
-            "kind": _SNAPSHOT_KIND, "config": self.public_config(),
-            "key_fingerprint": self._noise.fingerprint(),
-            "records_seen": self.records_seen, "steps": self.steps, "pending": pending,
-            "model": self.model.state(), "counters": [c.state() for c in self.counters],
-            "remainders": self.remainders, "ledger_max": self.ledger.max_spent,
-            "fed_records": self.fed_records,
-            **({"size": self.size.state()} if self.neighbours == "add_remove" else {}),
-        })
+        return pack_state(synthesizer_state(self))
 
     @classmethod
     def restore(cls, blob: bytes, key: bytes) -> TabularSynthesizer:
         """Continue from :meth:`snapshot` under the same key; later releases equal an
         uninterrupted run's."""
         state = unpack_state(blob)
-        if state.get("kind") != _SNAPSHOT_KIND:
-            raise StateCorruptError(
-                "not a tabular synthesizer snapshot; restore point synthesizers with "
-                "OnlineSynthesizer.restore"
-            )
-        config = dict(state["config"])
-        domain = Domain.from_dict(config.pop("domain"))
-        eps = config.pop("epsilon")
-        config["mechanism"] = config.pop("method")
+        domain, eps, config = snapshot_config(state)
         self = cls(domain, eps, key, **config)
-        if self._noise.fingerprint() != state["key_fingerprint"]:
-            raise StateCorruptError(
-                "snapshot was written under a different noise key; restore it with that key "
-                "(a new key must start from an empty state)"
-            )
-        self.records_seen, self.steps = int(state["records_seen"]), int(state["steps"])
-        pending = np.asarray(state["pending"], dtype=np.int64)
-        self._pending = [pending] if pending.size else []
-        self._n_pending = int(pending.shape[0])
-        self.model = ParticleModel.from_state(self.workloads, state["model"])
-        if len(state["counters"]) != len(self.counters):
-            raise StateCorruptError("snapshot counters do not match the domain's workloads")
-        for counter, counter_state in zip(self.counters, state["counters"], strict=True):
-            counter.load_state(counter_state)
-        self.remainders = [np.asarray(r, dtype=np.float64) for r in state["remainders"]]
-        self.fed_records = np.asarray(state["fed_records"], dtype=np.int64).copy()
-        self.ledger.max_spent, self.ledger.steps = float(state["ledger_max"]), self.steps
-        self.size.load_state(state.get("size"), self.records_seen - self._n_pending)
+        load_synthesizer_state(self, state)
         return self

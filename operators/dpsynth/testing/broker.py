@@ -7,7 +7,8 @@ Where the broker comes from, in order (:func:`acquire_broker`):
 1. ``KAFKA_BOOTSTRAP_SERVERS`` in the environment: an existing broker, used as is, never stopped.
 2. Docker, when ``docker info`` succeeds and ``testcontainers`` is importable (and
    ``DPSYNTH_KAFKA_NO_DOCKER`` is unset): an ``apache/kafka:4.0.0`` container in KRaft mode with
-   faust-streaming's CI settings.
+   faust-streaming's CI settings; when it cannot start (no registry to pull the image from),
+   the next.
 3. Otherwise a real single-node Apache Kafka 4.0.0 (KRaft) started by the script shipped beside
    this module (``kafka_local/kafka-local.sh``; ``kafka-local.sh`` in a checkout) from jars
    fetched once from Maven Central (Java 17 and Maven needed; no Docker).
@@ -26,6 +27,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib.util
+import logging
 import os
 import shutil
 import socket
@@ -39,6 +41,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dpsynth.errors import DpsynthError
+
+log = logging.getLogger(__name__)
 
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
 ENV_SCRIPT = "DPSYNTH_KAFKA_SCRIPT"
@@ -94,11 +98,14 @@ def missing_prerequisites() -> list[str]:
     return missing
 
 
-def _run_script(command: str, *, timeout: float) -> subprocess.CompletedProcess[str]:
+def _run_script(command: str, *, timeout: float,
+                run_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
     bash = shutil.which("bash")
     if bash is None:
         raise BrokerError("bash is needed to run kafka-local.sh")
     env = dict(os.environ)
+    if run_dir is not None:  # another broker: its own config, data, port and pid
+        env["DPSYNTH_KAFKA_DIR"] = str(run_dir)
     # The script's readiness probe asks for metadata with confluent-kafka when this interpreter
     # has it, so probe with the same python that runs the tests.
     env.setdefault("DPSYNTH_PYTHON", sys.executable)
@@ -117,9 +124,13 @@ def _run_script(command: str, *, timeout: float) -> subprocess.CompletedProcess[
         ) from exc
 
 
-def start_local_broker(*, timeout: float = START_TIMEOUT_S) -> str:
-    """Start the local KRaft broker (no-op when running) and return its bootstrap address."""
-    proc = _run_script("start", timeout=timeout)
+def start_local_broker(*, timeout: float = START_TIMEOUT_S, run_dir: Path | None = None) -> str:
+    """Start the local KRaft broker (no-op when running) and return its bootstrap address.
+
+    ``run_dir`` (default: the script's, ``./.kafka``) holds its config, data and pid: a
+    second run dir is a second, independent broker.
+    """
+    proc = _run_script("start", timeout=timeout, run_dir=run_dir)
     if proc.returncode != 0:
         raise BrokerError(
             f"kafka-local.sh start failed (exit {proc.returncode}):\n{proc.stderr.strip()}"
@@ -130,30 +141,30 @@ def start_local_broker(*, timeout: float = START_TIMEOUT_S) -> str:
     raise BrokerError(f"kafka-local.sh start printed no {_PREFIX}...:\n{proc.stdout}")
 
 
-def stop_local_broker(*, timeout: float = STOP_TIMEOUT_S) -> None:
+def stop_local_broker(*, timeout: float = STOP_TIMEOUT_S, run_dir: Path | None = None) -> None:
     """Stop the local broker (SIGTERM, then SIGKILL after 30 s); no-op when it is not running."""
-    proc = _run_script("stop", timeout=timeout)
+    proc = _run_script("stop", timeout=timeout, run_dir=run_dir)
     if proc.returncode != 0:
         raise BrokerError(
             f"kafka-local.sh stop failed (exit {proc.returncode}):\n{proc.stderr.strip()}"
         )
 
 
-def local_broker_running() -> bool:
+def local_broker_running(run_dir: Path | None = None) -> bool:
     """Whether the local broker of this run dir is up (``kafka-local.sh status``)."""
-    return _run_script("status", timeout=STOP_TIMEOUT_S).returncode == 0
+    return _run_script("status", timeout=STOP_TIMEOUT_S, run_dir=run_dir).returncode == 0
 
 
 @contextlib.contextmanager
-def local_broker() -> Iterator[str]:
+def local_broker(run_dir: Path | None = None) -> Iterator[str]:
     """The local broker's bootstrap address; stops it on exit only if this call started it."""
-    was_running = local_broker_running()
-    bootstrap = start_local_broker()
+    was_running = local_broker_running(run_dir)
+    bootstrap = start_local_broker(run_dir=run_dir)
     try:
         yield bootstrap
     finally:
         if not was_running:
-            stop_local_broker()
+            stop_local_broker(run_dir=run_dir)
 
 
 # --------------------------------------------------------------------------------------------
@@ -278,7 +289,13 @@ def acquire_broker(*, use_docker: bool | None = None) -> Broker:
     if use_docker is None:
         use_docker = docker_available()
     if use_docker:
-        return _start_container()
+        try:
+            return _start_container()
+        except Exception as e:  # noqa: BLE001 - e.g. no registry to pull the image from
+            if missing_prerequisites():
+                raise
+            log.warning("the Kafka container did not start (%s); using the local broker "
+                        "of kafka-local.sh instead", e)
     was_running = local_broker_running()
     return Broker(start_local_broker(), "local", started_here=not was_running)
 

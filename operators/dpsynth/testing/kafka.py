@@ -33,6 +33,15 @@ from typing import IO, Any
 import msgpack
 import numpy as np
 
+from dpsynth.client.recording import TopicRecord
+from dpsynth.client.transfer import ensure_topic, read_topic_records
+
+__all__ = [
+    "TEST_KEY_HEX", "Topics", "TopicRecord", "WorkerProcess", "committed_offsets",
+    "create_topics", "encode_records", "end_offsets", "free_port", "produce_messages",
+    "read_topic", "records_of", "unique_topics", "worker_env", "write_schema",
+]
+
 #: A fixed test key (never use a constant key in production: releases would share noise).
 TEST_KEY_HEX = "5e" * 32
 
@@ -53,25 +62,9 @@ def unique_topics(prefix: str) -> Topics:
 
 
 def create_topics(bootstrap: str, partitions: Mapping[str, int], timeout_s: float = 30) -> None:
-    """Create topics (replication 1) and wait until their metadata is visible."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=n, replication_factor=1) for name, n in partitions.items()]
-    )
-    for future in futures.values():
-        future.result(timeout=timeout_s)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        metadata = admin.list_topics(timeout=timeout_s)
-        if all(
-            name in metadata.topics and len(metadata.topics[name].partitions) == n
-            for name, n in partitions.items()
-        ):
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"topics {sorted(partitions)} did not appear within {timeout_s} s")
+    """Create topics (the broker's replication) and wait until their metadata is visible."""
+    for name, n in partitions.items():
+        ensure_topic(bootstrap, name, n, timeout_s=timeout_s)
 
 
 def encode_records(records: list[dict[str, Any]] | dict[str, Any]) -> bytes:
@@ -86,9 +79,12 @@ def records_of(points: np.ndarray, names: Iterable[str] = ("x", "y")) -> list[di
 
 
 def produce_messages(
-    bootstrap: str, topic: str, messages: Iterable[tuple[int, bytes]], *, linger_ms: int = 5
+    bootstrap: str, topic: str,
+    messages: Iterable[tuple[int | None, bytes] | tuple[int | None, bytes, bytes | None]], *,
+    linger_ms: int = 5,
 ) -> int:
-    """Send (partition, value) messages in order, idempotently; return how many were sent."""
+    """Send (partition, value) or (partition, value, key) messages in order, idempotently
+    (partition None: chosen from the key); return how many were sent."""
     from confluent_kafka import Producer
 
     producer = Producer({
@@ -101,10 +97,12 @@ def produce_messages(
             errors.append(str(err))
 
     n = 0
-    for partition, value in messages:
+    for partition, value, *key in messages:
+        where = {} if partition is None else {"partition": partition}
         while True:
             try:
-                producer.produce(topic, value=value, partition=partition, on_delivery=on_delivery)
+                producer.produce(topic, value=value, key=key[0] if key else None,
+                                 on_delivery=on_delivery, **where)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -114,53 +112,13 @@ def produce_messages(
     return n
 
 
-@dataclass(frozen=True)
-class TopicRecord:
-    """One record read back from a topic."""
-
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-
-
 def read_topic(bootstrap: str, topic: str, timeout_s: float = 30) -> list[TopicRecord]:
-    """Every record currently in ``topic`` (all partitions, up to their end), read_committed."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    """Every record currently in ``topic`` (all partitions, up to their end), read_committed.
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex}",
-        "enable.auto.commit": False, "isolation.level": "read_committed",
-        "enable.partition.eof": True, "auto.offset.reset": "earliest",
-    })
-    try:
-        metadata = consumer.list_topics(topic, timeout=timeout_s)
-        parts = sorted(metadata.topics[topic].partitions)
-        ends = {}
-        for p in parts:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            if high > low:
-                ends[p] = high
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        out: list[TopicRecord] = []
-        done: set[int] = {p for p in parts if p not in ends}
-        deadline = time.monotonic() + timeout_s
-        while len(done) < len(parts) and time.monotonic() < deadline:
-            for m in consumer.consume(10_000, timeout=0.5):
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        if m.offset() >= ends.get(m.partition(), 0):
-                            done.add(m.partition())
-                        continue
-                    raise RuntimeError(str(m.error()))
-                out.append(TopicRecord(m.partition(), m.offset(), m.key(), m.value()))
-                if m.offset() + 1 >= ends.get(m.partition(), 0):
-                    done.add(m.partition())
-        if len(done) < len(parts):
-            raise TimeoutError(f"reading {topic} did not reach the end within {timeout_s} s")
-        return out
-    finally:
-        consumer.close()
+    The reader of ``dpsynth topics export`` (:func:`~dpsynth.client.transfer.read_topic_records`:
+    partitions merged by timestamp, each in offset order), so tests and exports see the same.
+    """
+    return list(read_topic_records(bootstrap, topic, timeout_s=timeout_s))
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:

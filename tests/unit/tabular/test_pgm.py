@@ -73,7 +73,8 @@ def test_fit_on_full_domain_is_max_entropy_for_unmeasured_pairs():
 
 def _synth(**kw) -> TabularSynthesizer:
     dom = Domain.from_dict({"a": 2, "b": 3, "c": 2, "d": 4})
-    base = dict(release_every=100, workloads_per_step=1, fit="pgm")
+    base = dict(release_every=100, workloads_per_step=1, fit="pgm", estimator="alg3",
+                selection="em")
     base.update(kw)
     return TabularSynthesizer(dom, 2.0, KEY, **base)
 

@@ -35,7 +35,8 @@ def _synth(**kw) -> TabularSynthesizer:
 CONFIGS = [dict(), dict(counter="block", block_size=3), dict(counter="unbounded_block"),
            dict(mechanism="baseline"), dict(neighbours="replace", bias="paper"),
            dict(full_domain_limit=10, support_size=300, rejuvenate_every=2),
-           dict(estimator="sample", fit_rule="paper", neighbours="replace"),
+           dict(estimator="alg3", selection="em"), dict(selection="em", damping=1.0),
+           dict(estimator="alg3", fit_rule="paper", neighbours="replace"),
            dict(pooled_marginals=True, score="l1", neighbours="replace")]
 
 
@@ -104,15 +105,18 @@ def test_partition_changes_noise():
 
 
 def test_accounting_per_step_and_whole_stream():
-    synth = _synth(workloads_per_step=3)  # add/remove: the size counter takes ε_n = 0.1ε
+    synth = _synth(workloads_per_step=3, selection="em")  # add/remove: ε_n = 0.1ε for the size
     assert synth.eps_size == pytest.approx(0.1)
     assert synth.eps_select == synth.eps_measure == pytest.approx(0.9 / 6)
     assert synth.worst_case_loss == pytest.approx(1.0)
     feed_steps(synth, _data(200))
     assert synth.ledger.steps == 5
     assert synth.ledger.max_spent == pytest.approx(1.0)  # ε_n + selections + measurements
-    public = _synth(workloads_per_step=3, neighbours="replace")  # the count is public
+    public = _synth(workloads_per_step=3, neighbours="replace", selection="em")  # public count
     assert public.eps_size == 0 and public.eps_select == pytest.approx(1.0 / 6)
+    cyclic = _synth(workloads_per_step=3)  # the public schedule spends nothing on selection
+    assert cyclic.eps_select == 0 and cyclic.eps_measure == pytest.approx(0.9 / 3)
+    assert cyclic.worst_case_loss == pytest.approx(1.0)
     # a selection beyond k in one step is refused by the ledger
     ledger = StepLedger(1.0)
     for _ in range(3):
@@ -139,7 +143,7 @@ def test_selection_is_without_replacement_within_a_step():
 
 
 def test_unselected_remainder_follows_alg3():
-    synth = _synth(workloads_per_step=1)
+    synth = _synth(workloads_per_step=1, estimator="alg3")
     feed_steps(synth, _data(80))
     chosen = synth.last_selected[0]
     answers = synth.model.answers()
@@ -176,9 +180,9 @@ def test_P11_extend_is_refused_under_add_remove_and_steps_come_from_step():
 
 
 def test_P12_count_dependent_variants_are_refused_under_add_remove():
-    for options in (dict(estimator="sample"), dict(pooled_marginals=True)):
-        with pytest.raises(ConfigError, match="public only under replacement"):
-            _synth(**options)
+    with pytest.raises(ConfigError, match="public only under replacement"):
+        _synth(pooled_marginals=True)
+    _synth(estimator="sample")  # counter shares divide by the counters' own noisy totals
     with pytest.raises(BudgetExceededError, match="size counter"):
         check_select_measure_budget(1.0, 2, 0.25, 0.25, size_epsilon=0.1)
     assert check_select_measure_budget(1.0, 2, *select_measure_split(1.0, 2, 0.1), 0.1) == (

@@ -9,6 +9,17 @@
 #   bash deploy/kafka-local.sh status    # "running ..." (exit 0) or "not running" (exit 3)
 #   bash deploy/kafka-local.sh address   # 127.0.0.1:<port> of the running broker (exit 1 if none)
 #   bash deploy/kafka-local.sh fetch     # only fetch the jars
+#   bash deploy/kafka-local.sh tool NAME [ARGS...]  # run one of Kafka's tools against the broker,
+#        e.g. `tool TopicCommand --list` (what kafka-topics.sh runs; --bootstrap-server is added
+#        when ARGS lack it); NAME is a class of org.apache.kafka.tools (ConsumerGroupCommand, ...).
+#        `dpsynth topics create` makes the worker's three topics without Kafka's tools.
+#
+# A cluster of N combined broker + controller nodes on loopback (DPSYNTH_KAFKA_NODES=N, e.g. 3):
+# start/stop/status/address act on every node (node i in <run dir>/node-i, one KRaft quorum of N
+# voters, replication factor min(N, 3) by default, min.insync.replicas 2, internal topics
+# replicated N times); for failure tests:
+#   DPSYNTH_KAFKA_NODES=3 bash deploy/kafka-local.sh kill I      # SIGKILL node I (1..N)
+#   DPSYNTH_KAFKA_NODES=3 bash deploy/kafka-local.sh restart I   # start node I again, same data
 #
 # `start` prints exactly one line on stdout, `KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:<port>`, and
 # writes it to <run dir>/bootstrap; progress and errors go to stderr. It is idempotent: when the
@@ -24,6 +35,7 @@
 #   DPSYNTH_PYTHON               python used for port picking and the readiness probe (default
 #                                python3); the probe asks for metadata with confluent-kafka's
 #                                AdminClient when that python can import it, else probes the port.
+#   DPSYNTH_KAFKA_NODES          nodes (default 1: the single broker; 2-9: a cluster)
 #   JAVA_HOME                    JDK/JRE to use (java on PATH otherwise); Kafka 4 needs Java >= 17.
 set -euo pipefail
 
@@ -46,6 +58,9 @@ START_TIMEOUT=${DPSYNTH_KAFKA_START_TIMEOUT:-120}
 STOP_TIMEOUT=30
 HEAP_OPTS=${DPSYNTH_KAFKA_HEAP_OPTS:--Xms128m -Xmx512m}
 PYTHON=${DPSYNTH_PYTHON:-python3}
+NODES=${DPSYNTH_KAFKA_NODES:-1}
+[[ $NODES =~ ^[1-9]$ ]] || { echo "kafka-local: DPSYNTH_KAFKA_NODES must be 1-9" >&2; exit 2; }
+CLUSTER_DIR=$RUN_DIR
 if [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/java ]]; then JAVA=$JAVA_HOME/bin/java; else JAVA=java; fi
 
 log() { printf 'kafka-local: %s\n' "$*" >&2; }
@@ -65,7 +80,8 @@ lock() {
 # Jars
 # ---------------------------------------------------------------------------------------------
 jars_present() {
-  [[ -f $LIBS/.complete && -f $LIBS/kafka_2.13-$KAFKA_VERSION.jar ]]
+  [[ -f $LIBS/.complete && -f $LIBS/kafka_2.13-$KAFKA_VERSION.jar \
+     && -f $LIBS/kafka-tools-$KAFKA_VERSION.jar ]]
 }
 
 fetch_jars() {
@@ -256,8 +272,8 @@ set_java_common() {
 }
 
 format_storage() {
-  local cluster_id
-  cluster_id=$(random_cluster_id)
+  local cluster_id=${1:-}
+  [[ -n $cluster_id ]] || cluster_id=$(random_cluster_id)
   if ! "$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 "${java_common[@]}" kafka.tools.StorageTool \
       format -t "$cluster_id" -c "$RUN_DIR/server.properties" \
       >"$RUN_DIR/logs/format.log" 2>&1 9>&-; then
@@ -404,14 +420,212 @@ cmd_address() {
   return 1
 }
 
+cmd_tool() {
+  local name=${1:-} addr
+  [[ -n $name ]] || die "usage: $0 tool NAME [ARGS...] (e.g. tool TopicCommand --list)"
+  shift
+  fetch_jars
+  check_java
+  set_java_common
+  local args=("$@")
+  if [[ " ${args[*]} " != *" --bootstrap-server "* ]]; then
+    addr=$(cmd_address) || die "no broker running in $RUN_DIR: start one, or pass --bootstrap-server"
+    args=(--bootstrap-server "$addr" "${args[@]}")
+  fi
+  [[ $name == *.* ]] || name=org.apache.kafka.tools.$name
+  exec "$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 "${java_common[@]}" "$name" "${args[@]}" 9>&-
+}
+
+# ---------------------------------------------------------------------------------------------
+# A cluster of NODES nodes: node i lives in $CLUSTER_DIR/node-i with a single broker's layout
+# ---------------------------------------------------------------------------------------------
+use_node() {
+  RUN_DIR=$CLUSTER_DIR/node-$1
+  PID_FILE=$RUN_DIR/kafka.pid
+  BOOTSTRAP_FILE=$RUN_DIR/bootstrap
+}
+
+cluster_overrides() {
+  local node=$1 voters=$2 rf=$(( NODES < 3 ? NODES : 3 ))
+  local isr=$(( NODES > 1 ? 2 : 1 ))
+  printf '%s\n' \
+    "# --- cluster of $NODES nodes (kafka-local.sh; these lines override the ones above) ---" \
+    "node.id=$node" \
+    "controller.quorum.voters=$voters" \
+    "default.replication.factor=$rf" \
+    "min.insync.replicas=$isr" \
+    "offsets.topic.replication.factor=$NODES" \
+    "transaction.state.log.replication.factor=$NODES" \
+    "transaction.state.log.min.isr=$isr" \
+    "share.coordinator.state.topic.replication.factor=$NODES" \
+    "share.coordinator.state.topic.min.isr=$isr" \
+    "# a killed node is fenced, and its partitions' leadership moves, within a few seconds" \
+    "broker.heartbeat.interval.ms=1000" \
+    "broker.session.timeout.ms=6000"
+}
+
+cluster_address() {
+  [[ -f $CLUSTER_DIR/bootstrap ]] || return 1
+  local line
+  line=$(<"$CLUSTER_DIR/bootstrap")
+  printf '%s' "${line#KAFKA_BOOTSTRAP_SERVERS=}"
+}
+
+cluster_running() {
+  local i
+  for ((i = 1; i <= NODES; i++)); do
+    use_node "$i"
+    running_pid >/dev/null || return 1
+  done
+}
+
+# Start node $1 again from its rendered config and data; wait until it answers.
+start_node() {
+  use_node "$1"
+  set_java_common
+  launch
+  local pid addr rc=0
+  pid=$(read_pid) || die "node $1: pid file unreadable"
+  addr=$(current_address) || die "node $1: no address"
+  wait_ready "$pid" "${addr##*:}" || rc=$?
+  if (( rc != 0 )); then
+    log "ERROR: node $1 did not start (status $rc)"
+    tail_logs
+    return 1
+  fi
+  log "node $1 ready (pid $pid, $addr)"
+}
+
+cmd_cluster_start() {
+  mkdir -p "$CLUSTER_DIR"
+  [[ -f $CLUSTER_DIR/.gitignore ]] || printf '*\n' >"$CLUSTER_DIR/.gitignore"
+  local started=$SECONDS addr
+  fetch_jars
+  lock "$CLUSTER_DIR/.lock"
+  if cluster_running && addr=$(cluster_address); then
+    log "cluster already running"
+    echo "KAFKA_BOOTSTRAP_SERVERS=$addr"
+    return 0
+  fi
+  cmd_cluster_stop_locked
+  check_java
+  local i voters="" cluster_id servers="" pid
+  local -a broker_ports=() controller_ports=()
+  for ((i = 1; i <= NODES; i++)); do
+    read -r "broker_ports[i]" "controller_ports[i]" <<<"$(pick_ports)"
+    voters+="${voters:+,}$i@127.0.0.1:${controller_ports[i]}"
+    servers+="${servers:+,}127.0.0.1:${broker_ports[i]}"
+  done
+  cluster_id=$(random_cluster_id)
+  for ((i = 1; i <= NODES; i++)); do
+    use_node "$i"
+    rm -rf "$RUN_DIR"
+    mkdir -p "$RUN_DIR/data" "$RUN_DIR/logs"
+    render_config "${broker_ports[i]}" "${controller_ports[i]}"
+    cluster_overrides "$i" "$voters" >>"$RUN_DIR/server.properties"
+    echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:${broker_ports[i]}" >"$BOOTSTRAP_FILE"
+    set_java_common
+    format_storage "$cluster_id"
+    launch  # all nodes boot together: the quorum needs a majority of them
+  done
+  for ((i = 1; i <= NODES; i++)); do
+    use_node "$i"
+    pid=$(read_pid) || die "node $i: pid file unreadable"
+    if ! wait_ready "$pid" "${broker_ports[i]}"; then
+      log "ERROR: node $i did not answer"
+      tail_logs
+      cmd_cluster_stop_locked
+      exit 1
+    fi
+  done
+  echo "KAFKA_BOOTSTRAP_SERVERS=$servers" >"$CLUSTER_DIR/bootstrap"
+  log "cluster of $NODES nodes ready in $((SECONDS - started)) s; logs in $CLUSTER_DIR/node-*/logs"
+  echo "KAFKA_BOOTSTRAP_SERVERS=$servers"
+}
+
+cmd_cluster_stop_locked() {
+  local i pid
+  # SIGTERM to every node at once: one by one, the last nodes would wait for a quorum that is
+  # already gone before their controlled shutdown gives up
+  for ((i = 1; i <= NODES; i++)); do
+    use_node "$i"
+    if pid=$(running_pid); then kill -TERM "$pid" 2>/dev/null || true; fi
+  done
+  for ((i = 1; i <= NODES; i++)); do
+    use_node "$i"
+    if [[ -d $RUN_DIR ]]; then cmd_stop_locked; fi
+  done
+  rm -f "$CLUSTER_DIR/bootstrap"
+}
+
+cmd_cluster_stop() {
+  [[ -d $CLUSTER_DIR ]] || { log "not running"; return 0; }
+  lock "$CLUSTER_DIR/.lock"
+  cmd_cluster_stop_locked
+}
+
+cmd_cluster_status() {
+  local i pid up=0
+  for ((i = 1; i <= NODES; i++)); do
+    use_node "$i"
+    if pid=$(running_pid); then
+      echo "node $i running (pid $pid, $(current_address))"
+      up=$((up + 1))
+    else
+      echo "node $i not running"
+    fi
+  done
+  (( up == NODES )) && return 0
+  return 3
+}
+
+node_arg() {
+  [[ ${1:-} =~ ^[1-9]$ ]] && (( $1 <= NODES )) || die "give a node number 1..$NODES"
+}
+
+cmd_kill() {
+  node_arg "${1:-}"
+  use_node "$1"
+  local pid
+  pid=$(running_pid) || { log "node $1 is not running"; return 0; }
+  kill -KILL "$pid" 2>/dev/null || true
+  while is_our_broker "$pid"; do sleep 0.05; done
+  log "node $1 killed (pid $pid)"
+}
+
+cmd_restart() {
+  node_arg "${1:-}"
+  use_node "$1"
+  if running_pid >/dev/null; then log "node $1 is running"; return 0; fi
+  check_java
+  start_node "$1"
+}
+
+if (( NODES > 1 )); then
+  case ${1:-} in
+    start) cmd_cluster_start ;;
+    stop) cmd_cluster_stop ;;
+    status) cmd_cluster_status ;;
+    address) if cluster_running && cluster_address; then echo; else log "not running"; exit 1; fi ;;
+    kill) cmd_kill "${2:-}" ;;
+    restart) cmd_restart "${2:-}" ;;
+    fetch) fetch_jars; echo "$LIBS" ;;
+    tool) shift; use_node 1; cmd_tool "$@" ;;
+    *) echo "usage: $0 start|stop|status|address|fetch|kill N|restart N|tool NAME [ARGS...]" >&2
+       exit 2 ;;
+  esac
+  exit
+fi
+
 case ${1:-} in
   start) cmd_start ;;
+  tool) shift; cmd_tool "$@" ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
   address) cmd_address ;;
   fetch) fetch_jars; echo "$LIBS" ;;
   *)
-    echo "usage: $0 start|stop|status|address|fetch" >&2
+    echo "usage: $0 start|stop|status|address|fetch|tool NAME [ARGS...]" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,156 @@
+"""The privacy unit "user" of the online synthesizer: bounding, calibration, metadata (P15).
+
+Layer: core. :class:`UserLevel` is what :class:`~dpsynth.online.synthesizer.OnlineSynthesizer`
+holds when ``privacy_unit="user"``: the contribution bounds (:mod:`dpsynth.bounding`: the first k
+records of each user count, at most c per step if capped), the keyed id hash, and the user-level
+accounting — the mechanism runs at the per-record budget ε/k and its checked per-record loss,
+times k, must not exceed ε (:func:`~dpsynth.accounting.units.user_level_loss`).
+
+Which combinations are sound: under add/remove a user's records may be removed from any steps,
+so time must be public steps (``adaptive``, ``blocks``); ``accurate`` and ``paper`` count time
+in records, which is public only under replacement, where the user-to-position map is public
+too (docs/privacy.md P9, P15).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from dpsynth.accounting import PRIVACY_UNITS, record_epsilon, user_level_loss
+from dpsynth.bounding import ContributionBounds, UserHasher, UserKeys
+from dpsynth.errors import ConfigError, SchemaError
+from dpsynth.noise import KeyedNoise
+
+#: Mechanisms whose time is public steps: the only ones for user-level add/remove.
+STEP_MECHANISMS = ("adaptive", "blocks")
+
+
+def check_unit(privacy_unit: str, max_contributions: int | None, per_step: int | None,
+               neighbours: str, mechanism: str) -> None:
+    """Refuse an unknown unit, a bound without the user unit, or an unsound combination."""
+    if privacy_unit not in PRIVACY_UNITS:
+        raise ConfigError(f"privacy_unit ({privacy_unit!r}) must be one of {PRIVACY_UNITS}")
+    if privacy_unit == "record":
+        if max_contributions is not None or per_step is not None:
+            raise ConfigError("max_contributions bounds the records of a user: it needs "
+                              "privacy_unit='user' (and a declared user id); drop it, or set "
+                              "privacy_unit='user'")
+        return
+    if max_contributions is None:
+        raise ConfigError("privacy_unit='user' needs max_contributions=k, the records of one "
+                          "user counted over the whole stream (later ones are dropped), e.g. 16")
+    if neighbours == "add_remove" and mechanism not in STEP_MECHANISMS:  # privacy: P15
+        raise ConfigError(
+            f"privacy_unit='user' with neighbours='add_remove' and mechanism={mechanism!r} is "
+            "not sound: its time levels count records, and removing a user's records moves "
+            "every later level boundary. Combinations that work: mechanism 'adaptive' or "
+            "'blocks' with either notion, or 'accurate' / 'paper' with neighbours='replace' "
+            "(docs/privacy.md P15)"
+        )
+
+
+class _Feed(Protocol):
+    """What :meth:`UserLevel.admitted` reads of the synthesizer: public time."""
+
+    release_every: int
+    sequence: int
+
+    @property
+    def open_records(self) -> int: ...
+
+
+def refuse_users(points: np.ndarray, users: Any) -> Iterator[np.ndarray]:
+    """The points as one chunk (privacy unit "record"); ConfigError if ``users`` were given."""
+    if users is not None:
+        raise ConfigError("users= gives each record's user for privacy_unit='user'; this "
+                          "synthesizer protects records (privacy_unit='record'): drop it")
+    yield points
+
+
+class UserLevel:
+    """Contribution bounds and user-level accounting of one synthesizer (privacy: P15).
+
+    Parameters
+    ----------
+    epsilon
+        The user-level budget ε (what one user costs).
+    max_contributions
+        k: a user's records counted over the whole stream.
+    per_step
+        Optional c: a user's records counted per step.
+    noise
+        The run's keyed noise; the id hash uses a subkey of its key.
+    """
+
+    def __init__(self, epsilon: float, max_contributions: int, per_step: int | None,
+                 noise: KeyedNoise) -> None:
+        self.bounds = ContributionBounds(max_contributions, per_step)
+        self.max_contributions = max_contributions
+        self.per_step = per_step
+        self.epsilon = float(epsilon)
+        self.record_epsilon = record_epsilon(epsilon, max_contributions)
+        self._hasher = UserHasher(noise)
+        #: Which records of the latest ``extend``/``add`` call counted (for evaluation tools).
+        self.last_admitted = np.zeros(0, bool)
+
+    def loss(self, record_loss: float) -> float:
+        """The checked user-level loss k · ``record_loss`` (BudgetExceededError above ε)."""
+        return user_level_loss(record_loss, self.max_contributions, epsilon=self.epsilon)
+
+    def keys(self, users: Sequence[Any] | np.ndarray | None, n: int) -> UserKeys:
+        """The keyed hashes of one id per record (``users``: ids, or (n, 2) uint64 hashes)."""
+        if users is None:
+            raise ConfigError("privacy_unit='user' needs the user id of every record: pass "
+                              "users=[...] (one id per point) to extend() or add()")
+        if isinstance(users, np.ndarray) and users.dtype == np.uint64 and users.ndim == 2:
+            keys = users  # already hashed (UserLevel.hash)
+        else:
+            keys = self.hash(users)
+        if len(keys) != n:
+            raise SchemaError(f"users ({len(keys)} ids) must hold one id per point ({n})")
+        return keys
+
+    def hash(self, users: Sequence[Any]) -> UserKeys:
+        """Keyed hashes of user ids (str, int or bytes; SchemaError naming a bad position)."""
+        try:
+            return self._hasher.hash_ids(users)
+        except ValueError as e:
+            raise SchemaError(f"{e}; fix the user id column") from None
+
+    def admit(self, keys: UserKeys, step: int) -> np.ndarray:
+        """Which records count (the first k of each user; c per step): a bool per record."""
+        return self.bounds.admit(keys, step)  # privacy: P15
+
+    def admitted(self, points: np.ndarray, users: Any, feed: _Feed, *,
+                 by_count: bool = True) -> Iterator[np.ndarray]:
+        """The points that count, in order, as chunks to feed one after the other.
+
+        One chunk, unless a per-step cap meets steps of ``release_every`` records
+        (``by_count``: :meth:`~OnlineSynthesizer.extend`): then a chunk ends where the open
+        step may end, because the step id — the release sequence, public — must be read anew
+        after each release.
+        """
+        keys = self.keys(users, len(points))
+        self.last_admitted = np.zeros(len(points), bool)
+        start = 0
+        while start < len(points):
+            take = (feed.release_every - feed.open_records if self.per_step and by_count
+                    else len(points) - start)
+            admitted = self.admit(keys[start:start + take], feed.sequence)
+            self.last_admitted[start:start + take] = admitted
+            yield points[start:start + take][admitted]
+            start += take
+
+    def metadata(self) -> dict[str, Any]:
+        """Public release metadata of the unit (no user count, no dropped count)."""
+        return {"privacy_unit": "user", "max_contributions": self.max_contributions,
+                "max_contributions_per_step": self.per_step,
+                "record_epsilon": self.record_epsilon}
+
+    def config(self) -> dict[str, Any]:
+        """Constructor arguments for a snapshot."""
+        return {"privacy_unit": "user", "max_contributions": self.max_contributions,
+                "max_contributions_per_step": self.per_step}

@@ -1,0 +1,256 @@
+"""The worker's input: a confluent-kafka consumer in one thread that owns the partitions' state.
+
+Layer: adapter (confluent-kafka). Why not Faust's agent: Faust wraps every message in an event
+with its own acknowledgement bookkeeping, which caps one-record messages at the rate of a no-op
+agent (≈ 4·10³/s here, docs/benchmarks.md §8), and its aiokafka consumer reads
+``read_uncommitted`` outside Faust's exactly-once mode. This loop reads batches of messages with
+librdkafka (``consume(n, timeout)``), groups them by partition and hands them to the
+:class:`~dpsynth.stream.app.Operator`; the Faust app keeps the web server and the life cycle.
+
+Settings that matter, and why (``docs/operator.md`` has the long form):
+
+- ``isolation.level=read_committed``: a record of an aborted (or still open) transaction is
+  never counted; the replay reader reads the same way (:mod:`dpsynth.stream.replay`);
+- ``enable.auto.commit=false``: the input offset of a partition is committed only up to its
+  persisted watermark + 1, after the state commit that covers it (DESIGN §3, exactly-once as
+  consumers see it); records of an open tick are re-read after a crash and skipped up to the
+  watermark;
+- static membership (``group.instance.id``, :meth:`WorkerConfig.instance_id`): a restarted
+  worker takes its partitions back without a rebalance; rebalance callbacks run in this thread,
+  between batches, so a revoked partition's state is closed before its new owner reads it;
+- heart-beats run in librdkafka's own thread: a long batch never costs the group membership
+  (``max.poll.interval.ms`` bounds one batch).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from dpsynth.stream.processor import InputMessage
+from dpsynth.stream.settings import WorkerConfig
+
+if TYPE_CHECKING:
+    from dpsynth.stream.app import Operator
+
+log = logging.getLogger(__name__)
+
+#: Exit status after a fatal processing error (the state on disk is consistent: restart).
+EXIT_FATAL = 3
+#: Seconds between "still waiting for partitions" log lines.
+WAIT_LOG_S = 5.0
+
+
+def consumer_config(config: WorkerConfig) -> dict[str, Any]:
+    """librdkafka settings of the input consumer (see the module docstring)."""
+    session_ms = int(config.session_timeout_s * 1000)
+    out: dict[str, Any] = {
+        "bootstrap.servers": config.bootstrap_servers(),
+        "group.id": config.app_id,
+        "client.id": f"dpsynth-{config.run_id}",
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": session_ms,
+        "heartbeat.interval.ms": max(session_ms // 10, 100),
+        "max.poll.interval.ms": int(config.max_batch_seconds * 1000),
+        "enable.partition.eof": False,
+        # an input message may be as large as the topic allows (dead-lettered if too large to
+        # be a record batch, never a reason to stop the partition)
+        "receive.message.max.bytes": max(config.max_input_message_bytes + 1_000_000, 100_000_000),
+        "fetch.max.bytes": config.max_input_message_bytes,
+        "queued.max.messages.kbytes": 262_144,
+        "log_level": 4,  # librdkafka warnings and errors only
+    }
+    instance = config.instance_id()
+    if instance:
+        out["group.instance.id"] = instance
+    return out
+
+
+class InputLoop:
+    """Consume, process, commit offsets; in one thread (:meth:`start`, :meth:`stop`)."""
+
+    def __init__(self, config: WorkerConfig, operator: Operator) -> None:
+        self.config = config
+        self.operator = operator
+        self.topic = config.input_topic
+        self.thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._offsets: dict[int, int] = {}  # partition → offset last committed to the group
+        self._waiting_since = time.monotonic()
+        self._consumer: Consumer | None = None
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the consumer thread."""
+        self.thread = threading.Thread(target=self._main, name="dpsynth-input", daemon=True)
+        self.thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Ask the loop to finish its batch, commit offsets and close; wait for it."""
+        self._stopping.set()
+        if self.thread is not None:
+            self.thread.join(timeout_s)
+
+    def _main(self) -> None:
+        try:
+            self.run()
+        except BaseException as e:  # noqa: BLE001 - a dead input thread must end the worker
+            # messages of dpsynth errors name the fix and never a value or the key
+            log.critical("fatal: %s: %s; exiting with status %d (state on disk is consistent: "
+                         "fix the cause and restart)", type(e).__name__, e, EXIT_FATAL)
+            logging.shutdown()
+            os._exit(EXIT_FATAL)
+
+    def run(self) -> None:
+        """The loop: until :meth:`stop`, consume a batch, process it, commit offsets."""
+        c = self.config
+        consumer = self._consumer = Consumer(consumer_config(c))
+        instance = consumer_config(c).get("group.instance.id")
+        log.info(
+            "joining consumer group %r for topic %r as %s (session timeout %g s): waiting for "
+            "the group coordinator to assign partitions", c.app_id, self.topic,
+            f"static member {instance!r}" if instance else "a dynamic member",
+            c.session_timeout_s)
+        self._waiting_since = time.monotonic()
+        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                           on_lost=self._on_lost)
+        health = self.operator.health
+        try:
+            while not self._stopping.is_set():
+                messages = consumer.consume(c.batch_max_events, timeout=c.batch_within_s)
+                health.polled()
+                if messages:
+                    self._handle(messages)
+                self._commit_offsets(self.operator.checkpoint(idle=not messages))
+                self.operator.write_markers()
+                self._observe(consumer)
+                self._log_waiting()
+            # a graceful stop (SIGTERM): commit what was processed, so that a restart re-reads
+            # and re-publishes nothing (a kill -9 leaves that work to the restart instead)
+            self._commit_offsets(self.operator.commit_all(), sync=True)
+        finally:
+            self._commit_offsets(self._watermarks(), sync=True)
+            consumer.close()
+            self._consumer = None
+
+    # -- batches ---------------------------------------------------------------------------
+
+    def _handle(self, messages: list[Message]) -> None:
+        by_partition: dict[int, list[InputMessage]] = {}
+        received = time.monotonic()
+        for m in messages:
+            err = m.error()
+            if err is not None:
+                self._on_error(err)
+                continue
+            kind, ts = m.timestamp()
+            by_partition.setdefault(m.partition(), []).append(InputMessage(
+                offset=m.offset(), value=m.value(), timestamp_ms=ts if kind else None,
+                received=received, key=m.key()))
+        if by_partition:
+            self._commit_offsets(self.operator.handle(by_partition))
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            raise KafkaException(err)
+        if err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+            log.error("input topic %r does not exist (any more): create it with `dpsynth topics "
+                      "create` or fix DPSYNTH_INPUT_TOPIC (%s)", self.topic, err.str())
+        else:
+            log.warning("input consumer: %s", err.str())
+
+    def _commit_offsets(self, committed: dict[int, int], *, sync: bool = False) -> None:
+        """Commit ``watermark + 1`` of every partition whose committed watermark moved
+        (synchronously when the partitions are about to change hands, or at the end)."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        moved = [TopicPartition(self.topic, p, w + 1) for p, w in committed.items()
+                 if w >= 0 and w + 1 > self._offsets.get(p, 0)]
+        if not moved:
+            return
+        try:
+            consumer.commit(offsets=moved, asynchronous=not sync)
+        except KafkaException as e:
+            # not fatal: the state holds the watermark, and an owner skips what it covers
+            log.warning("input offsets not committed (%s); the state's watermark covers them",
+                        e.args[0].str() if e.args else e)
+            return
+        for tp in moved:
+            self._offsets[tp.partition] = tp.offset
+
+    def _watermarks(self) -> dict[int, int]:
+        return {p: proc.committed for p, proc in self.operator.processors.items()}
+
+    # -- rebalances (called by librdkafka inside consume(), in this thread) ---------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        mine = sorted(tp.partition for tp in partitions if tp.topic == self.topic)
+        log.info("assigned partitions %s of %r after %.1f s; loading their state", mine,
+                 self.topic, time.monotonic() - self._waiting_since)
+        self.operator.assign(mine)
+        self.operator.health.assigned(True)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        mine = sorted(tp.partition for tp in partitions if tp.topic == self.topic)
+        self._commit_offsets(self._watermarks(), sync=True)  # what the states cover, durably
+        self._release(mine)
+        log.info("partitions %s revoked; waiting for the group's next assignment", mine)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        mine = sorted(tp.partition for tp in partitions if tp.topic == self.topic)
+        log.warning("partitions %s lost (session expired); their state is closed", mine)
+        self._release(mine)
+
+    def _release(self, partitions: list[int]) -> None:
+        self.operator.revoke(partitions)
+        for p in partitions:
+            self._offsets.pop(p, None)
+        self._waiting_since = time.monotonic()
+        if not self.operator.processors:
+            self.operator.health.assigned(False)
+
+    # -- observation -----------------------------------------------------------------------
+
+    def _observe(self, consumer: Consumer) -> None:
+        """Lag per owned partition (cached high watermarks: no broker round trip)."""
+        procs = self.operator.processors
+        if not procs:
+            self.operator.health.lag(0)
+            return
+        tps = [TopicPartition(self.topic, p) for p in procs]
+        total = 0
+        for tp in consumer.position(tps):
+            try:
+                _, high = consumer.get_watermark_offsets(tp, cached=True)
+            except KafkaException:
+                continue
+            proc = procs.get(tp.partition)
+            if high < 0 or proc is None:
+                continue
+            position = tp.offset if tp.offset >= 0 else proc.committed + 1
+            lag = max(high - max(position, proc.watermark + 1), 0)
+            self.operator.metrics.set("lag_messages", tp.partition, lag)
+            total += lag
+        self.operator.health.lag(total)
+        self.operator.observe_ticks()
+
+    def _log_waiting(self) -> None:
+        if self.operator.processors:
+            return
+        waited = time.monotonic() - self._waiting_since
+        if waited >= WAIT_LOG_S and int(waited / WAIT_LOG_S) != int(
+                (waited - self.config.batch_within_s) / WAIT_LOG_S):
+            log.info("still waiting for partitions of %r from group %r (%.0f s): a restarted "
+                     "static member gets them back at once; otherwise the coordinator waits "
+                     "for the old member's session timeout (%g s) or for a rebalance",
+                     self.topic, self.config.app_id, waited, self.config.session_timeout_s)

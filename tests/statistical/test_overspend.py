@@ -1,0 +1,281 @@
+"""Tests that catch overspending (issue 13 item 6): every noise a component draws is checked
+against what the configured ε allows it, with the allowance computed *here*, from ε and the
+documented split (docs/privacy.md P7–P12), never from the code under test.
+
+Two kinds:
+
+- **Draw-scale checks** (deterministic): every discrete Laplace draw of a real run is recorded
+  (a spy around ``KeyedNoise.discrete_laplace_at``: the real draw, its scale and address
+  noted) and the privacy loss those scales imply for one record is summed per component and
+  compared with the component's documented share of ε. A component that draws less noise than
+  its share (a scale × 0.25, or a budget × 4 the accounting does not see) fails. No false
+  alarm.
+- **Frequency checks** where the draw happens in compiled code (PrivTree's split decisions) or
+  is not Laplace (the exponential mechanism): one decision's empirical privacy loss, a
+  Clopper–Pearson lower bound at level 1e-6 per side (false alarm ≤ 2e-6 per case), must not
+  exceed the decisions' share; the exponential mechanism's frequencies must fit
+  exp(ε·u/(2Δ)) computed here (chi-square, p < 1e-6).
+
+``python -m benchmarks mutation`` shows that each overspending mutant fails one of these (or
+an older test): docs/privacy.md P14.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpsynth.audit.stats import ratio_bound
+from dpsynth.clock import TickClock
+from dpsynth.noise import KeyedNoise
+from dpsynth.offline.pmm import pmm_leaves
+from dpsynth.online.block_budget import block_budget
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.tabular.domain import Domain
+from dpsynth.tabular.selection import exponential_mechanism
+from dpsynth.tabular.synthesizer import TabularSynthesizer
+
+pytestmark = pytest.mark.statistical
+
+KEY = bytes(range(32))
+EPSILON = 1.0
+#: docs/privacy.md P9: each block's shares of ε (replace: of ε/2 per block, doubled by the
+#: group of two). "decisions" and "leaves" are PrivTree's (adaptive) or PMM's together (blocks).
+SHARES = {
+    ("adaptive", "add_remove"): {"size": 0.1, "steps": 0.36, "decisions": 0.27, "leaves": 0.27},
+    ("adaptive", "replace"): {"size": 0.0, "steps": 0.2, "decisions": 0.15, "leaves": 0.15},
+    ("blocks", "add_remove"): {"size": 0.1, "steps": 0.36, "decisions": 0.0, "leaves": 0.54},
+    ("blocks", "replace"): {"size": 0.0, "steps": 0.2, "decisions": 0.0, "leaves": 0.3},
+}
+#: docs/privacy.md P9: a step summary spends 30 % of ε_o on decisions, 70 % on leaf counts.
+STEP_DECISIONS = 0.3
+TOLERANCE = 1 + 1e-9
+
+
+@pytest.fixture
+def draws(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[float, tuple, int]]]:
+    """Every discrete Laplace draw made meanwhile: (scale, context, number of draws)."""
+    seen: list[tuple[float, tuple, int]] = []
+    real = KeyedNoise.discrete_laplace_at
+
+    def spy(self, scale, context, streams, events):  # type: ignore[no-untyped-def]
+        out = real(self, scale, context, streams, events)
+        seen.append((float(scale), tuple(context), int(np.size(out))))
+        return out
+
+    monkeypatch.setattr(KeyedNoise, "discrete_laplace_at", spy)
+    yield seen
+
+
+def _after(context: tuple, label: str) -> object:
+    return context[context.index(label) + 1]
+
+
+# -- step blocks (P9, P10) ---------------------------------------------------------------------
+
+
+def test_documented_shares_are_the_code_shares() -> None:
+    """The split this file checks the draws against is the one the accounting uses."""
+    for (schedule, notion), share in SHARES.items():
+        b = block_budget(EPSILON, notion, schedule, step_share=0.4)
+        assert b.size == pytest.approx(share["size"] * EPSILON)
+        assert b.steps == pytest.approx(share["steps"] * EPSILON)
+        pmm = share["decisions"] + share["leaves"]
+        assert b.structure + b.counts == pytest.approx(pmm * EPSILON)
+
+
+@pytest.mark.parametrize("schedule,notion", sorted(SHARES))
+def test_P9_block_noise_scales_fit_the_documented_shares(draws, schedule, notion) -> None:
+    """Leaf counts of blocks (Lap_Z(1/ε_c)), step summaries (Lap_Z(1/(0.7 ε_o))), open-block
+    sizes (Binary Mechanism, a step in b + 1 nodes) and the blocks' PMM levels (one cell per
+    level): each component's loss for one record, from the scales drawn, within its share."""
+    share = SHARES[(schedule, notion)]
+    synth = OnlineSynthesizer(2, EPSILON, KEY, 20, schedule, 8, neighbours=notion)
+    points = np.random.default_rng(5).random((15 * 40, 2))  # public test data
+    for step in range(15):  # blocks 0-3 close (steps 1, 3, 7, 15); step summaries between
+        synth.add(points[step * 40:(step + 1) * 40])
+        synth.step()
+    loss: dict[tuple, float] = defaultdict(float)
+    for scale, context, _ in draws:
+        if "leaf" in context and "block" in context:
+            loss["leaves", _after(context, "block")] += 1 / scale  # one leaf per record
+        elif "leaf" in context and "step" in context:
+            loss["steps", _after(context, "step")] += 1 / scale
+        elif "size" in context:  # heights b + 1: one node per height holds the step
+            b = int(_after(context, "size"))
+            loss["size", b] = max(loss["size", b], (b + 1) / scale)
+        elif "level" in context and "block" in context:  # PMM: one cell per level
+            key = "leaves", _after(context, "block"), _after(context, "level")
+            loss[key] = max(loss[key], 1 / scale)
+    per_block: dict[tuple, float] = defaultdict(float)
+    for key, value in loss.items():
+        per_block[key[:2]] += value
+    kinds = {k[0] for k in per_block}
+    assert {"leaves", "steps"} <= kinds and ("size" in kinds) == (notion == "add_remove")
+    allowed = {"size": share["size"], "steps": share["steps"] * (1 - STEP_DECISIONS),
+               "leaves": share["leaves"] if schedule == "adaptive" else
+               share["decisions"] + share["leaves"]}  # blocks: PMM gets both
+    for (kind, _), value in per_block.items():
+        assert value <= allowed[kind] * EPSILON * TOLERANCE, (kind, value, allowed[kind])
+
+
+def _leaf_frequency(schedule: str, notion: str, epsilon: float, records: int, step: int,
+                    runs: int) -> int:
+    """Runs (one key each) in which the root of step ``step``'s PrivTree stayed a leaf, with
+    ``records`` records in that step and none before (max_depth 1: the root alone decides)."""
+    leaves = 0
+    point = np.full((records, 2), 0.3)
+    for run in range(runs):
+        synth = OnlineSynthesizer(2, epsilon, (10**6 * step + run).to_bytes(32, "big"), 10,
+                                  schedule, 1, neighbours=notion)
+        for s in range(1, step + 1):
+            if s == step:
+                synth.add(point)
+            synth.step()
+        engine = synth._mechanism
+        tree = engine.blocks[-1] if step == 1 else engine.step_summaries[-1]
+        leaves += int(tree["depths"].max() == 0)
+    return leaves
+
+
+@pytest.mark.parametrize("notion", ["add_remove", "replace"])
+@pytest.mark.parametrize("which", ["block", "step_summary"])
+def test_P10_one_split_decision_costs_at_most_the_decision_share(which, notion) -> None:
+    """The root's decision with 0 or 1 record (max_depth 1, so it is the whole tree): the
+    empirical loss ln P(leaf | 0)/P(leaf | 1) must stay within the decisions' share ε_s —
+    a lower confidence bound (Clopper–Pearson, 1e-6 per side, 4000 keys per input) above ε_s
+    fails. The bound is tight for max_depth 1 (λ is the smallest with loss ≤ ε_s); a 4×
+    smaller scale gives 4ε_s, far above."""
+    epsilon = 2.0
+    share = SHARES[("adaptive", notion)]
+    if which == "block":
+        step, allowed = 1, share["decisions"] * epsilon  # block 0 is step 1
+    else:
+        step, allowed = 2, share["steps"] * STEP_DECISIONS * epsilon  # step 2 of block 1
+    runs = 4000
+    empty = _leaf_frequency("adaptive", notion, epsilon, 0, step, runs)
+    one = _leaf_frequency("adaptive", notion, epsilon, 1, step, runs)
+    assert 0 < one < empty < runs  # both outcomes seen
+    assert ratio_bound(empty, one, runs, 1e-6) <= allowed, (empty, one, allowed)
+
+
+# -- accurate mode (P8) ------------------------------------------------------------------------
+
+
+def _accurate_epsilon(d: int, epsilon: float, max_depth: int, j: int, r: int) -> float:
+    """ε_{j,r} of docs/privacy.md P8, computed here."""
+    alpha = 2.0 ** ((1 - 1 / d) / 2)
+    top = min(r, max_depth)
+    return epsilon / 2 * alpha ** (j - r) / sum(alpha ** (k - r) for k in range(1, top + 1))
+
+
+def test_P8_accurate_cells_spend_their_scheduled_epsilon(draws) -> None:
+    """Per cell and time level: the end-of-level count (one draw, sensitivity 1) and the fresh
+    Binary Mechanism (a tick in L nodes) together within ε_{j,r}."""
+    d, max_depth, every = 2, 6, 50
+    synth = OnlineSynthesizer(d, EPSILON, KEY, every, "accurate", max_depth, fresh=0.3)
+    synth.extend(np.random.default_rng(6).random((1500, d)))
+    clock = TickClock(epsilon=EPSILON, release_every=every)
+    spent: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
+    for scale, context, _ in draws:
+        j, r = int(_after(context, "depth")), int(_after(context, "level"))
+        if context[-1] == "end":
+            spent[j, r]["end"] = 1 / scale
+        elif context[-1] == "bm":
+            levels = int(clock.ticks_in_level(r)).bit_length()
+            spent[j, r]["bm"] = levels / scale
+    assert any("bm" in s for s in spent.values()) and any("end" in s for s in spent.values())
+    for (j, r), parts in spent.items():
+        allowed = _accurate_epsilon(d, EPSILON, max_depth, j, r)
+        assert sum(parts.values()) <= allowed * TOLERANCE, (j, r, parts, allowed)
+
+
+# -- offline PMM (P7) --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("notion,hint", [("add_remove", None), ("add_remove", 300),
+                                         ("replace", None)])
+def test_P7_pmm_draws_spend_at_most_epsilon(draws, notion, hint) -> None:
+    """One record changes one cell per level (two under replacement): Σ_j c/σ_j plus the noisy
+    size (add/remove without a public hint) within ε."""
+    points = np.random.default_rng(7).random((300, 2))
+    pmm_leaves(points, EPSILON, KEY, neighbours=notion, size_hint=hint)
+    cells_changed = 2 if notion == "replace" else 1
+    levels = {ctx: 1 / scale for scale, ctx, _ in draws if "level" in ctx}
+    size = sum(1 / scale for scale, ctx, _ in draws if ctx[-1] == "size")
+    assert levels and (size > 0) == (notion == "add_remove" and hint is None)
+    assert cells_changed * sum(levels.values()) + size <= EPSILON * TOLERANCE
+
+
+# -- tabular (P12) -----------------------------------------------------------------------------
+
+
+DOMAIN = Domain.from_dict({"version": 1, "attributes": [
+    {"name": "a", "size": 3}, {"name": "b", "size": 3}, {"name": "c", "size": 2}]})
+
+
+@pytest.mark.parametrize("notion", ["add_remove", "replace"])
+@pytest.mark.parametrize("mechanism,selection", [("proposed", "cyclic"), ("proposed", "em"),
+                                                 ("baseline", "em")])
+def test_P12_tabular_measurements_and_size_fit_the_split(draws, monkeypatch, mechanism,
+                                                         selection, notion) -> None:
+    """ε_n = 0.1ε for the size (add/remove); with the EM, (ε − ε_n)/(2k) per selection and per
+    measurement; with the public cyclic schedule (issue 17) no selection draws anything and
+    each measurement gets (ε − ε_n)/k; every sensitivity doubled under replacement
+    (docs/privacy.md P12): the counters, the StreamingMWEM measurements, the size counter and
+    the selections' (ε, Δ) fit it."""
+    selections: list[tuple[float, float]] = []
+    real_em = exponential_mechanism
+
+    def em_spy(scores, epsilon, sensitivity, *args):  # type: ignore[no-untyped-def]
+        selections.append((epsilon, sensitivity))
+        return real_em(scores, epsilon, sensitivity, *args)
+
+    monkeypatch.setattr("dpsynth.tabular.synthesizer.exponential_mechanism", em_spy)
+    k, s = 3, (2.0 if notion == "replace" else 1.0)
+    size_eps = 0.1 * EPSILON if notion == "add_remove" else 0.0
+    public = mechanism == "proposed" and selection == "cyclic"
+    per_query = (EPSILON - size_eps) / (2 * k)
+    per_measure = (EPSILON - size_eps) / k if public else per_query
+    synth = TabularSynthesizer(DOMAIN, EPSILON, KEY, release_every=20, mechanism=mechanism,
+                               workloads_per_step=k, neighbours=notion, selection=selection)
+    codes = np.random.default_rng(8).integers(0, 2, (100, 3))
+    for step in range(5):
+        synth.add(codes[step * 20:(step + 1) * 20])
+        synth.step()
+    kinds = set()
+    for scale, context, _ in draws:
+        if "size" in context:  # the unbounded Block counter: an input in two noisy sums
+            kinds.add("size")
+            assert 2 / scale <= size_eps * TOLERANCE
+        elif "ctr" in context or "measure" in context:  # simple counter, or one measurement
+            kinds.add("measure")
+            assert s / scale <= per_measure * TOLERANCE
+    assert "measure" in kinds and ("size" in kinds) == (notion == "add_remove")
+    if public:  # the cyclic schedule reads no data and draws nothing
+        assert not selections
+        return
+    smallest = min(int(np.prod(pair)) for pair in [(3, 3), (3, 2), (3, 2)])
+    assert selections and all(e <= per_query * TOLERANCE and delta >= s / smallest / TOLERANCE
+                              for e, delta in selections)
+
+
+def test_em_frequencies_fit_exp_eps_u_over_two_delta_computed_here() -> None:
+    """40000 draws (distinct addresses) against P(i) ∝ exp(ε u_i/(2Δ)) computed in this test;
+    chi-square rejects at p < 1e-6. A 4× larger ε is rejected (power)."""
+    noise = KeyedNoise(bytes(range(32)))
+    scores, epsilon, delta, n = np.array([0.0, 0.5, 1.0, 2.0, 1.5]), 1.0, 0.25, 40_000
+    counts = np.bincount([exponential_mechanism(scores, epsilon, delta, noise, ("em-x",), 0, e)
+                          for e in range(n)], minlength=scores.size)
+
+    def expected(eps: float) -> np.ndarray:
+        weights = np.array([math.exp(eps * u / (2 * delta)) for u in scores])
+        return n * weights / weights.sum()
+
+    assert stats.chisquare(counts, expected(epsilon)).pvalue > 1e-6
+    assert stats.chisquare(counts, expected(4 * epsilon)).pvalue < 1e-6
