@@ -47,7 +47,7 @@ def _run(x: np.ndarray, neighbours: str, per_step: int = 100, key: bytes = KEY,
 # -- accounting -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("epsilon", [0.3, 1.0, 4.0])
-def test_P14_budget_spends_exactly_epsilon_under_each_notion(epsilon: float) -> None:
+def test_P16_budget_spends_exactly_epsilon_under_each_notion(epsilon: float) -> None:
     add = block_budget(epsilon, "add_remove", "guided", step_share=GUIDED_STEP_SHARE)
     assert add.structure == 0.0  # partitions cost nothing: they come from released summaries
     assert add.size + add.counts + add.steps == pytest.approx(epsilon)
@@ -114,7 +114,7 @@ def test_partition_splits_exactly_while_guide_mass_times_diameter_exceeds_the_th
 
 def test_partitions_are_functions_of_released_summaries() -> None:
     """Every node of level ≥ 1 and every block is partitioned from its children's released
-    summaries alone: recomputing the partition from them gives the same leaves (P14)."""
+    summaries alone: recomputing the partition from them gives the same leaves (P16)."""
     synth = _run(_stream(7200), "replace", per_step=100)  # 72 steps: block 6 holds 9
     engine = synth._mechanism
     assert isinstance(engine, GuidedEngine)
@@ -147,7 +147,7 @@ def test_partitions_adapt_to_where_the_records_are() -> None:
 
 # -- neighbours -------------------------------------------------------------------------------
 
-def test_P14_a_record_added_to_one_step_moves_only_the_summaries_that_hold_it() -> None:
+def test_P16_a_record_added_to_one_step_moves_only_the_summaries_that_hold_it() -> None:
     """With derived noise, a summary's counts are a function of its partition and its records:
     adding one record to step 21 changes only the summaries that contain step 21 (its block
     and one node per level); any other summary with the same partition is bit-identical."""

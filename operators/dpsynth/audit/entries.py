@@ -130,7 +130,8 @@ def online_entry(mechanism: str, notion: str, d: int = 2) -> EntryPoint:
             releases = synth.extend(data.records)
         return point_releases_output(releases, key)
 
-    return EntryPoint(f"library:{mechanism}:{notion}", notion, lambda: point_input(d), run,
+    name = f"library:{mechanism}:{notion}" + ("" if d == 2 else f":d{d}")
+    return EntryPoint(name, notion, lambda: point_input(d), run,
                       release_statistics)
 
 
@@ -199,8 +200,9 @@ def tabular_entry(notion: str) -> EntryPoint:
 def library_entries() -> list[EntryPoint]:
     """Every library entry point × the notions it accepts."""
     entries = [online_entry(m, "replace") for m in ("paper", "accurate", "adaptive", "blocks",
-                                                    "auto")]
-    entries += [online_entry(m, "add_remove") for m in ("adaptive", "blocks", "auto")]
+                                                    "guided", "auto")]
+    entries += [online_entry(m, "add_remove") for m in ("adaptive", "blocks", "guided", "auto")]
+    entries += [online_entry("auto", n, d=1) for n in NOTIONS]  # d = 1: auto is guided
     entries += [offline_entry(m, n) for m in ("pmm", "psmm") for n in NOTIONS]
     entries += [offline_entry("lowdim", "replace")]
     entries += [tabular_entry(n) for n in NOTIONS]
