@@ -27,22 +27,29 @@ import numpy as np
 
 CASES = (("gowalla", "add_remove"), ("uniform", "replace"), ("gowalla", "replace"),
          ("uniform", "add_remove"))
+#: d = 1 (``--d1``): the same streams' first coordinate (Gowalla: latitude), where the default
+#: mechanism differs from d ≥ 2.
+CASES_D1 = (("gowalla-d1", "add_remove"), ("uniform-d1", "replace"), ("gowalla-d1", "replace"),
+            ("uniform-d1", "add_remove"))
 STEP = 500
 RECORDS = 100_000
 
 
 def _data(name: str) -> np.ndarray:
-    if name == "uniform":
-        return np.random.default_rng(1000).random((RECORDS, 2))
-    from dpsynth.datasets import load_gowalla
+    base, _, d1 = name.partition("-")
+    if base == "uniform":
+        x = np.random.default_rng(1000).random((RECORDS, 2))
+    else:
+        from dpsynth.datasets import load_gowalla
 
-    return load_gowalla()[:RECORDS]
+        x = load_gowalla()[:RECORDS]
+    return x[:, :1].copy() if d1 else x
 
 
 def _seconds(x: np.ndarray, notion: str, key: bytes) -> float:
     from dpsynth import OnlineSynthesizer
 
-    synth = OnlineSynthesizer(2, 1.0, key, STEP, mechanism="auto", neighbours=notion)
+    synth = OnlineSynthesizer(x.shape[1], 1.0, key, STEP, mechanism="auto", neighbours=notion)
     seconds = 0.0
     for lo in range(0, len(x), STEP):
         began = time.perf_counter()
@@ -72,10 +79,10 @@ def _measure(operators: Path, data: str, notion: str) -> float:
     return float(out.stdout.split()[-1])
 
 
-def compare(baseline: Path, current: Path, rounds: int) -> None:
+def compare(baseline: Path, current: Path, rounds: int, cases: tuple = CASES) -> None:
     """Alternate the two versions ``rounds`` times per case; print medians and the ratio."""
     print(f"{'case':<22}{'baseline rec/s':>16}{'current rec/s':>16}{'ratio':>8}")
-    for data, notion in CASES:
+    for data, notion in cases:
         base, cur = [], []
         for _ in range(rounds):
             base.append(_measure(baseline, data, notion))
@@ -88,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", type=Path, help="the other checkout's operators/ folder")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--d1", action="store_true", help="the d = 1 cases instead of d = 2")
     parser.add_argument("--one", nargs=2, metavar=("DATA", "NOTION"),
                         help="measure one case with the code on PYTHONPATH (used internally)")
     args = parser.parse_args()
@@ -95,11 +103,12 @@ def main() -> None:
         print(f"{records_per_second(*args.one):.0f}")
         return
     current = Path(__file__).parents[1] / "operators"
+    cases = CASES_D1 if args.d1 else CASES
     if args.baseline is None:
-        for data, notion in CASES:
+        for data, notion in cases:
             print(f"{data} {notion}: {records_per_second(data, notion):,.0f} records/s")
         return
-    compare(args.baseline.resolve(), current, args.rounds)
+    compare(args.baseline.resolve(), current, args.rounds, cases)
 
 
 if __name__ == "__main__":
