@@ -294,7 +294,7 @@ def _floats(text: str) -> tuple[float, ...]:
 @click.option("--t", "ts", default="4000,20000,100000", show_default=True)
 @click.option("--epsilons", default="1,4", show_default=True)
 @click.option("--mechanisms", default="adaptive,blocks,accurate,paper", show_default=True,
-              help="auto is adaptive (docs/benchmarks.md §13).")
+              help="auto is guided at d = 1, adaptive at d ≥ 2 (docs/benchmarks.md §13).")
 @click.option("--notions", default="replace,add_remove", show_default=True)
 @click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)

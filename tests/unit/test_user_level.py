@@ -44,7 +44,7 @@ def test_P15_user_loss_is_k_times_the_per_record_loss_and_at_most_epsilon(
 @pytest.mark.parametrize("mechanism", ["accurate", "paper"])
 def test_P15_record_count_time_under_user_add_remove_is_refused_naming_what_works(
         mechanism: str) -> None:
-    with pytest.raises(ConfigError, match="'adaptive' or 'blocks' with either notion"):
+    with pytest.raises(ConfigError, match="'adaptive', 'blocks' or 'guided' with either notion"):
         user_synth(mechanism=mechanism, neighbours="add_remove")
 
 

@@ -60,7 +60,6 @@ from dpsynth.online.rounding import (
     fold_refined,
     mass_depth,
     pooled_intervals,
-    sorted_union,
 )
 from dpsynth.online.steps import StepMechanism, _dyadic_nodes, block_of  # noqa: F401 (re-exported)
 

@@ -78,10 +78,11 @@ def round_density(starts: np.ndarray, widths: np.ndarray, density: np.ndarray, d
                   total: int, placement_seed: bytes, step: int
                   ) -> tuple[int, np.ndarray, np.ndarray]:
     """(depth, cells, counts): the integer counts, summing to ``total``, of the 2^depth cells
-    under a piecewise-constant density on Morton intervals, as runs (occupied cells ascending, counts; :func:`systematic_runs`): its
-    cumulative mass F, scaled to ``total``, rounded by systematic sampling — unit j = 1..total
-    lands where F crosses j − u, with u a *public* uniform keyed by the placement seed and the
-    step (post-processing, P6). An empty density puts every unit in the one cell of depth 0."""
+    under a piecewise-constant density on Morton intervals, as runs (occupied cells ascending,
+    counts; :func:`systematic_runs`): its cumulative mass F, scaled to ``total``, rounded by
+    systematic sampling — unit j = 1..total lands where F crosses j − u, with u a *public*
+    uniform keyed by the placement seed and the step (post-processing, P6). An empty density
+    puts every unit in the one cell of depth 0."""
     mass = density * widths
     if mass.sum() <= 0:
         return 0, np.zeros(1, np.int64), np.array([total], np.int64)

@@ -7,9 +7,9 @@ accounting — the mechanism runs at the per-record budget ε/k and its checked 
 times k, must not exceed ε (:func:`~dpsynth.accounting.units.user_level_loss`).
 
 Which combinations are sound: under add/remove a user's records may be removed from any steps,
-so time must be public steps (``adaptive``, ``blocks``); ``accurate`` and ``paper`` count time
-in records, which is public only under replacement, where the user-to-position map is public
-too (docs/privacy.md P9, P15).
+so time must be public steps (``adaptive``, ``blocks``, ``guided``); ``accurate`` and ``paper``
+count time in records, which is public only under replacement, where the user-to-position map is
+public too (docs/privacy.md P9, P15).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dpsynth.errors import ConfigError, SchemaError
 from dpsynth.noise import KeyedNoise
 
 #: Mechanisms whose time is public steps: the only ones for user-level add/remove.
-STEP_MECHANISMS = ("adaptive", "blocks")
+STEP_MECHANISMS = ("adaptive", "blocks", "guided")
 
 
 def check_unit(privacy_unit: str, max_contributions: int | None, per_step: int | None,
@@ -46,9 +46,9 @@ def check_unit(privacy_unit: str, max_contributions: int | None, per_step: int |
         raise ConfigError(
             f"privacy_unit='user' with neighbours='add_remove' and mechanism={mechanism!r} is "
             "not sound: its time levels count records, and removing a user's records moves "
-            "every later level boundary. Combinations that work: mechanism 'adaptive' or "
-            "'blocks' with either notion, or 'accurate' / 'paper' with neighbours='replace' "
-            "(docs/privacy.md P15)"
+            "every later level boundary. Combinations that work: mechanism 'adaptive', "
+            "'blocks' or 'guided' with either notion, or 'accurate' / 'paper' with "
+            "neighbours='replace' (docs/privacy.md P15)"
         )
 
 
