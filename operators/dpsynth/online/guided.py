@@ -1,6 +1,6 @@
 """Guided step blocks: octal time nodes and partitions chosen from released summaries (issue 14).
 
-Layer: core. The default for d = 1 (``mechanism="guided"``; docs/benchmarks.md §13). Time is
+Layer: core. The default for every d (``mechanism="auto"``; docs/benchmarks.md §13). Time is
 public steps in doubling blocks, as for ``adaptive`` (:mod:`dpsynth.online.steps`); what differs
 is how a block's records are summarised while it is open and when it closes:
 
@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from dpsynth._types import CellIds, Counts
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
@@ -48,9 +49,10 @@ from dpsynth.online.block_budget import BlockBudget
 from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.rounding import (
     block_intervals,
+    density_at,
     em_density,
     mass_depth,
-    pooled_intervals,
+    sorted_union,
 )
 from dpsynth.online.steps import StepMechanism, block_of
 
@@ -81,30 +83,53 @@ def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, thresh
 
     >>> depths, prefixes = guided_partition(np.array([0]), np.array([100.0]), 0, 10.0, 1, 20)
     >>> depths.tolist(), prefixes.tolist()
-    [[2, 2, 2, 2], [0, 1, 2, 3]]
+    ([2, 2, 2, 2], [0, 1, 2, 3])
     """
     starts = np.asarray(starts, dtype=np.float64)
     widths = np.diff(np.concatenate([starts, [float(1 << depth)]]))
     cum = np.concatenate([[0.0], np.cumsum(density * widths)])
+    return _partition(starts, np.asarray(density, np.float64), cum, depth, threshold, d,
+                      max_depth)
 
-    def mass_below(x: np.ndarray) -> np.ndarray:
-        i = np.clip(np.searchsorted(starts, x, side="right") - 1, 0, starts.size - 1)
-        return cum[i] + density[i] * (x - starts[i])
 
-    leaf_depths, leaf_prefixes = [], []
-    active = np.zeros(1, np.uint64)
-    for k in range(max_depth + 1):
-        span = 2.0 ** (depth - k)
-        low = active.astype(np.float64) * span
-        mass = mass_below(low + span) - mass_below(low)
-        split = mass * 2.0 ** -(k // d) > threshold if k < max_depth else np.zeros(mass.size, bool)
-        leaf_depths.append(np.full(int((~split).sum()), k, np.int64))
-        leaf_prefixes.append(active[~split])
-        first = active[split] << np.uint64(1)
-        active = np.stack([first, first | np.uint64(1)], axis=1).reshape(-1)
-        if active.size == 0:
-            break
-    return np.concatenate(leaf_depths), np.concatenate(leaf_prefixes)
+@njit(cache=True)
+def _mass_below(starts, density, cum, x):  # type: ignore[no-untyped-def]
+    """The guide's mass in [0, x) (x in depth-``depth`` cells, possibly fractional)."""
+    i = min(max(np.searchsorted(starts, x, side="right") - 1, 0), starts.size - 1)
+    return cum[i] + density[i] * (x - starts[i])
+
+
+@njit(cache=True)
+def _partition(starts, density, cum, depth, threshold, d, max_depth):  # type: ignore[no-untyped-def]
+    """:func:`guided_partition` depth first, so the leaves come out in Morton order."""
+    depths = np.empty(64, np.int64)
+    prefixes = np.empty(64, np.uint64)
+    n = 0
+    stack_depth = np.empty(2 * max_depth + 2, np.int64)
+    stack_prefix = np.empty(2 * max_depth + 2, np.uint64)
+    stack_depth[0], stack_prefix[0], top = 0, np.uint64(0), 1
+    while top > 0:
+        top -= 1
+        k, prefix = stack_depth[top], stack_prefix[top]
+        split = False
+        if k < max_depth:
+            span = 2.0 ** (depth - k)
+            low = float(prefix) * span
+            mass = _mass_below(starts, density, cum, low + span) - _mass_below(
+                starts, density, cum, low)
+            split = mass * 2.0 ** -(k // d) > threshold
+        if split:  # the right child below the left: the left is visited first
+            first = prefix << np.uint64(1)
+            stack_depth[top], stack_prefix[top] = k + 1, first | np.uint64(1)
+            stack_depth[top + 1], stack_prefix[top + 1] = k + 1, first
+            top += 2
+            continue
+        if n == depths.size:
+            depths = np.concatenate((depths, np.empty(n, np.int64)))
+            prefixes = np.concatenate((prefixes, np.empty(n, np.uint64)))
+        depths[n], prefixes[n] = k, prefix
+        n += 1
+    return depths[:n].copy(), prefixes[:n].copy()
 
 
 class GuidedEngine(StepMechanism):
@@ -122,6 +147,8 @@ class GuidedEngine(StepMechanism):
         self._recent: dict[str, Any] | None = None  # the latest step summary: a step's guide
         self._blocks_depth = 0  # deepest mass depth of the blocks (a release cache)
         self._closed: tuple[int, list[Any]] | None = None  # release cache: blocks' intervals
+        #: cache of released summaries' intervals, keyed by (id, depth): emptied at block ends
+        self._node_cache: dict[tuple[int, int], Any] = {}
         self.params = {"size": budget.size, "counts": budget.counts, "steps": budget.steps,
                        "time_fanout": 1 << TIME_FANOUT_BITS, "split_threshold": SPLIT_THRESHOLD,
                        "leaf_floor_scales": LEAF_FLOOR_SCALES}
@@ -149,6 +176,7 @@ class GuidedEngine(StepMechanism):
             self._blocks_depth = max(self._blocks_depth, mass_depth(self.blocks[-1]))
             self._closed = None
             self._step_records, self._step_counts, self.nodes = [], [], {}
+            self._node_cache = {}
 
     def _cover(self, b: int, position: int) -> list[dict[str, Any]]:
         """Block b's nodes covering its first ``position`` steps (base-8 digits)."""
@@ -201,7 +229,7 @@ class GuidedEngine(StepMechanism):
         starts, depth = np.zeros(1, np.int64), 0
         density = np.array([public if public is not None else expected])
         if guides:
-            depth, starts, widths, density, _ = pooled_intervals(guides, self.max_depth)
+            depth, starts, widths, density = self._pooled(guides)
             mass = float((density * widths).sum())
             if public is not None and mass > 0:  # the size is public: the guide's shape only
                 density, mass = density * (public / mass), public
@@ -236,17 +264,47 @@ class GuidedEngine(StepMechanism):
         rounded to ``total`` (module docstring; post-processing)."""
         cover = self._cover(block_of(self.step + 1), len(self._step_counts))
         cover_size = sum(float(s["size"]) for s in cover)
-        if cover_size > 0:
-            cover = [{**s, "size": float(s["size"]) * open_size / cover_size} for s in cover]
+        scale = open_size / cover_size if cover_size > 0 else 1.0
         if not (self.blocks or cover) or total == 0:
             return 0, np.array([total], np.int64)
-        depth = min(self.max_depth, max([self._blocks_depth] + [mass_depth(s) for s in cover]))
+        depth = min(self.max_depth, max([self._blocks_depth] + [self._mass_depth(s)
+                                                                for s in cover]))
         if self._closed is None or self._closed[0] != depth:  # blocks change at a block's end
             self._closed = (depth, [block_intervals(blk, depth) for blk in self.blocks])
-        parts = self._closed[1] + [block_intervals(s, depth) for s in cover]
+        # each covering node scaled to the open block's size estimate (its share of it)
+        parts = self._closed[1] + [(starts, density * scale) for starts, density in
+                                   (self._node_intervals(s, depth) for s in cover)]
         starts, density = em_density(parts, depth)  # one EM step (module docstring)
         widths = np.diff(np.concatenate([starts, [1 << depth]]))
         return self._rounded(starts, widths, density, depth, total, placement_seed)
+
+    def _pooled(self, guides: list[dict[str, Any]]
+                ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """(D, union starts, widths, summed density) of released summaries:
+        :func:`~dpsynth.online.rounding.pooled_intervals`, from the cached intervals."""
+        depth = min(self.max_depth, max(self._mass_depth(g) for g in guides))
+        per_guide = [self._node_intervals(g, depth) for g in guides]
+        starts = sorted_union(*(st for st, _ in per_guide))
+        widths = np.diff(np.concatenate([starts, [1 << depth]]))
+        return depth, starts, widths, sum(density_at(st, dn, starts) for st, dn in per_guide)
+
+    def _cached(self, summary: dict[str, Any], depth: int, compute: Any) -> Any:
+        """``compute()`` for a released summary, once per depth. The summary is held with the
+        value, so its id is not reused while cached; the cache is emptied at each block's end
+        (and on restore), as summaries never change once released."""
+        key = (id(summary), depth)
+        if key not in self._node_cache:
+            self._node_cache[key] = (summary, compute())
+        return self._node_cache[key][1]
+
+    def _mass_depth(self, summary: dict[str, Any]) -> int:
+        """:func:`mass_depth` of a released summary (cached)."""
+        return self._cached(summary, -1, lambda: mass_depth(summary))
+
+    def _node_intervals(self, summary: dict[str, Any],
+                        depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`block_intervals` of a released summary at ``depth`` (cached)."""
+        return self._cached(summary, depth, lambda: block_intervals(summary, depth))
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -274,6 +332,7 @@ class GuidedEngine(StepMechanism):
         self._recent = None if state["recent"] is None else dict(state["recent"])
         self._blocks_depth = max([mass_depth(blk) for blk in self.blocks], default=0)
         self._closed = None
+        self._node_cache = {}
 
     @property
     def nbytes(self) -> int:
