@@ -136,7 +136,7 @@ def test_run_writes_releases_summary_and_plots(generated_run: tuple[Path, str]) 
         assert ((points >= 0) & (points <= 1)).all()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["t"] == 3000 and summary["releases"] == 3
-    assert summary["epsilon"] == 1.0 and summary["mechanism"] == "adaptive"  # "auto" at d = 2
+    assert summary["epsilon"] == 1.0 and summary["mechanism"] == "guided"  # "auto"
     assert summary["rejected"] == 0 and summary["clipped"] == 0
     final = summary["w1_final"]
     assert final["exact_subsampled"] and final["exact_points"] == 300

@@ -58,12 +58,11 @@ def test_P16_budget_spends_exactly_epsilon_under_each_notion(epsilon: float) -> 
     assert synth.worst_case_loss == pytest.approx(epsilon)
 
 
-def test_auto_is_guided_at_d1_and_adaptive_above() -> None:
+def test_auto_is_guided_for_every_d_and_notion() -> None:
     for notion in ("replace", "add_remove"):
-        assert resolve_mechanism("auto", 1, notion) == "guided"
-        assert resolve_mechanism("auto", 2, notion) == "adaptive"
-        assert resolve_mechanism("auto", 3, notion) == "adaptive"
-    assert OnlineSynthesizer(1, 1.0, KEY, 10).mechanism == "guided"
+        for d in (1, 2, 3):
+            assert resolve_mechanism("auto", d, notion) == "guided"
+    assert OnlineSynthesizer(2, 1.0, KEY, 10).mechanism == "guided"
 
 
 def test_octal_time_nodes_are_smaller_than_their_block() -> None:
@@ -110,6 +109,8 @@ def test_partition_splits_exactly_while_guide_mass_times_diameter_exceeds_the_th
                 parent = _mass(starts, density, depth, k - 1, p >> 1)
                 assert parent * 2.0 ** -((k - 1) // d) > threshold
         assert covered == pytest.approx(1.0)  # the leaves partition the cube
+        at_max = prefixes << (max_depth - depths).astype(np.uint64)
+        assert (at_max[1:] > at_max[:-1]).all()  # in Morton order (releases merge runs)
 
 
 def test_partitions_are_functions_of_released_summaries() -> None:

@@ -60,8 +60,8 @@ class OnlineSynthesizer:
     release_every
         N: a tick, and a release, every N records (:meth:`extend`).
     mechanism
-        The algorithm. ``"auto"`` (default): ``"guided"`` for d = 1, ``"adaptive"`` for d ≥ 2,
-        under both notions — the winners of docs/benchmarks.md §13. ``"guided"``: doubling
+        The algorithm. ``"auto"`` (default): ``"guided"`` for every d and both notions — the
+        winner of docs/benchmarks.md §13. ``"guided"``: doubling
         blocks of steps with octal time nodes and partitions chosen from released summaries
         (:mod:`~dpsynth.online.guided`); ``"adaptive"``: PrivTree
         histograms of doubling blocks of steps (:mod:`~dpsynth.online.blocks`); ``"blocks"``:
