@@ -46,6 +46,8 @@ PHDSTREAM_W1_REPLACE = {
 #: PHDStream's speed: 10^5 records in 580–1018 s (peer-phdstream.md).
 PHDSTREAM_RECORDS_PER_S = (100_000 / 1018, 100_000 / 580)
 SCHEDULES: dict[str, dict[str, Any]] = {
+    "guided": {"mechanism": "guided", "neighbours": "add_remove"},  # the default (auto)
+    "guided@replace": {"mechanism": "guided", "neighbours": "replace"},
     "adaptive": {"mechanism": "adaptive", "neighbours": "add_remove"},
     "adaptive-pooled": {"mechanism": "adaptive", "neighbours": "add_remove",
                         "current_shape": "pooled"},
