@@ -11,6 +11,7 @@ from dpsynth.online.rounding import (
     em_density,
     empty_shape,
     fold_refined,
+    runs_capacity,
     sorted_union,
     systematic_runs,
 )
@@ -49,8 +50,14 @@ def test_systematic_runs_place_every_unit_where_the_definition_does() -> None:
         scale = total / (density * widths).sum()
         before = np.concatenate([[0.0], np.cumsum(density * widths)[:-1]]) * scale
         u = float(rng.random())
-        cells, values = np.empty(total, np.int64), np.empty(total, np.int64)
+        capacity = runs_capacity(widths, before, total)
+        cells, values = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
         n = systematic_runs(starts, widths, before, density * scale, total, u, cells, values)
+        assert n <= capacity <= max(n, 0) + 2 * starts.size  # a bound, and a tight one
+        if n:  # one run short: refused, never written out of bounds
+            with pytest.raises(IndexError, match="runs_capacity"):
+                systematic_runs(starts, widths, before, density * scale, total, u,
+                                np.empty(n - 1, np.int64), np.empty(n - 1, np.int64))
         assert (np.diff(cells[:n]) > 0).all() and (values[:n] > 0).all()  # runs, ascending
         got = np.zeros(1 << depth, np.int64)
         got[cells[:n]] = values[:n]

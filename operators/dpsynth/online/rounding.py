@@ -22,6 +22,8 @@ def _append(cells, values, n, cell, count):  # type: ignore[no-untyped-def]
     if n > 0 and cells[n - 1] == cell:
         values[n - 1] += count
         return n
+    if n >= cells.shape[0]:  # memory safety: compiled code does not check bounds
+        raise IndexError("systematic_runs: the runs buffers are smaller than runs_capacity")
     cells[n] = cell
     values[n] = count
     return n + 1
@@ -65,6 +67,17 @@ def systematic_runs(starts, widths, before, rate, total, u, cells, values):  # t
     return n
 
 
+def runs_capacity(widths: np.ndarray, before: np.ndarray, total: int) -> int:
+    """An upper bound on the runs :func:`systematic_runs` writes: interval i receives at most
+    ⌊F_{i+1} − F_i⌋ + 1 units (one more for rounding of F) and occupies at most min(units,
+    width) cells. Within about two runs per interval of the count, so the buffers are kept
+    as they are instead of copied (at t = 10⁶ a copy of the ≈ 1.4·10⁵ runs cost a third of
+    the pass)."""
+    spans = np.diff(np.append(before, float(total)))
+    bound = np.minimum(widths, np.floor(np.maximum(spans, 0.0)) + 2.0).sum()
+    return int(min(total, bound))
+
+
 _ORIGIN = np.zeros(1, np.uint64)  # the rounding's one address (stream 0, event 0), pre-typed
 
 
@@ -89,11 +102,12 @@ def round_density(starts: np.ndarray, widths: np.ndarray, density: np.ndarray, d
     scale = total / mass.sum()
     before = np.concatenate([[0.0], np.cumsum(mass)[:-1]]) * scale  # F at interval starts
     u = _placement_noise(placement_seed).uniform_at(("round", step), _ORIGIN, 0)[0] - 2.0**-53
-    cells, values = np.empty(total, np.int64), np.empty(total, np.int64)
+    capacity = runs_capacity(widths, before, total)
+    cells, values = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
     n = systematic_runs(starts, widths, before, density * scale, total, u, cells, values)
-    if 4 * n < total:  # a kept release should not hold a buffer of t cells for a few runs
+    if 4 * n < capacity:  # a kept release should not hold a large buffer for a few runs
         return depth, cells[:n].copy(), values[:n].copy()
-    return depth, cells[:n], values[:n]  # views: copying ≈ t cells costs more than the pass
+    return depth, cells[:n], values[:n]  # views of buffers at most 4× the runs
 
 
 def sorted_union(*arrays: np.ndarray) -> np.ndarray:

@@ -63,6 +63,33 @@ def pack(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
+def _bin_header(size: int) -> bytes:
+    """msgpack's header of a ``size``-byte bin (bin 8, 16 or 32: the smallest that fits)."""
+    if size < 1 << 8:
+        return bytes((0xC4, size))
+    if size < 1 << 16:
+        return b"\xc5" + size.to_bytes(2, "big")
+    return b"\xc6" + size.to_bytes(4, "big")
+
+
+def pack_with_arrays(head: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
+    """``pack({**head, **{name: array.tobytes()}})``, byte for byte, with one copy of the
+    arrays' buffers instead of four (``tobytes``, msgpack's buffer and result, a join): a
+    release chunk is up to a quarter megabyte, and a release at t = 10⁶ about a megabyte.
+
+    ``arrays`` must be contiguous and in the dtype (byte order included) the record stores.
+    """
+    fields = len(head) + len(arrays)
+    if fields > 15 or not head:  # not a fixmap after a non-empty head: the general path
+        return pack({**head, **{k: a.tobytes() for k, a in arrays.items()}})
+    parts: list[Any] = [bytes((0x80 | fields,)), pack(head)[1:]]  # the head's fixmap, re-sized
+    for name, array in arrays.items():
+        if not array.flags.c_contiguous:
+            raise ValueError(f"array {name!r} must be contiguous")
+        parts += [pack(name), _bin_header(array.nbytes), array]  # type: ignore[list-item]
+    return b"".join(parts)
+
+
 def unpack(raw: object, where: str) -> dict[str, Any]:
     """Decode one record into a dict, or raise ReleaseIncompleteError."""
     if not isinstance(raw, bytes | bytearray | memoryview):

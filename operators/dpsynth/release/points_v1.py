@@ -49,6 +49,7 @@ from dpsynth.release.framing import (
     is_int,
     key_of,
     pack,
+    pack_with_arrays,
     unpack,
 )
 from dpsynth.release.model import Release, occupied_leaves
@@ -125,7 +126,7 @@ def encode_release(
     if not is_int(max_chunk_bytes) or max_chunk_bytes <= 0:
         raise ConfigError(f"max_chunk_bytes ({max_chunk_bytes!r}) must be an integer > 0")
     cell_dtype = _cell_dtype(release.depth)
-    values = values.astype(_COUNT_DTYPE)
+    values = np.asarray(values, _COUNT_DTYPE)  # no copy: the occupied counts are int64 already
     cells = cells.astype(cell_dtype)
     ident = {"run_id": run_id, "partition": partition, "sequence": sequence}
 
@@ -144,18 +145,14 @@ def encode_release(
         "leaf_encoding": LEAF_ENCODING,
     }
     records = [pack(header)]
+    digest = hashlib.sha256(records[0])  # incrementally: no joined copy of the release
     for index in range(n_chunks):
         part = slice(index * per_chunk, (index + 1) * per_chunk)
-        chunk = {
-            "kind": "chunk",
-            **ident,
-            "index": index,
-            "cells": cells[part].tobytes(),
-            "counts": values[part].tobytes(),
-        }
-        records.append(pack(chunk))
-    digest = hashlib.sha256(b"".join(records)).hexdigest()
-    records.append(pack({"kind": "end", **ident, "n_chunks": n_chunks, "sha256": digest}))
+        records.append(pack_with_arrays({"kind": "chunk", **ident, "index": index},
+                                        {"cells": cells[part], "counts": values[part]}))
+        digest.update(records[-1])
+    records.append(pack({"kind": "end", **ident, "n_chunks": n_chunks,
+                         "sha256": digest.hexdigest()}))
     for position, record in enumerate(records):
         if len(record) > max_chunk_bytes:
             raise ConfigError(
