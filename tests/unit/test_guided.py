@@ -9,11 +9,12 @@ from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
 from dpsynth.online.block_budget import GUIDED_STEP_SHARE, block_budget
 from dpsynth.online.guided import (
-    SPLIT_THRESHOLD,
+    MIN_SPLIT_MASS,
     UNIFORM_PRIOR,
     GuidedEngine,
     guided_partition,
     node_levels,
+    split_threshold,
 )
 from dpsynth.online.mechanism import resolve_mechanism
 from dpsynth.online.rounding import pooled_intervals
@@ -97,17 +98,19 @@ def test_partition_splits_exactly_while_guide_mass_times_diameter_exceeds_the_th
         depth = 8
         starts = np.sort(rng.choice(1 << depth, 20, replace=False)).astype(np.int64)
         starts[0] = 0
-        density = rng.exponential(1.0, starts.size) * (rng.random(starts.size) < 0.6)
-        threshold, max_depth = 0.05, 14
+        density = rng.exponential(50.0, starts.size) * (rng.random(starts.size) < 0.6)
+        threshold, max_depth = 2.0, 14
         depths, prefixes = guided_partition(starts, density, depth, threshold, d, max_depth)
         covered = 0.0
         for k, p in zip(depths.tolist(), prefixes.tolist(), strict=True):
             covered += 2.0 ** -k
             leaf = _mass(starts, density, depth, k, p) * 2.0 ** -(k // d)
-            assert k == max_depth or leaf <= threshold  # a leaf
+            mass = _mass(starts, density, depth, k, p)
+            assert k == max_depth or leaf <= threshold or mass < MIN_SPLIT_MASS  # a leaf
             if k:  # its parent was split
                 parent = _mass(starts, density, depth, k - 1, p >> 1)
                 assert parent * 2.0 ** -((k - 1) // d) > threshold
+                assert parent >= MIN_SPLIT_MASS
         assert covered == pytest.approx(1.0)  # the leaves partition the cube
         at_max = prefixes << (max_depth - depths).astype(np.uint64)
         assert (at_max[1:] > at_max[:-1]).all()  # in Morton order (releases merge runs)
@@ -129,7 +132,7 @@ def test_partitions_are_functions_of_released_summaries() -> None:
         density = density * size / float((density * widths).sum())
         density = density + UNIFORM_PRIOR * size / float(1 << depth)
         epsilon = engine.budget.steps / len(node_levels(6))
-        depths, prefixes = guided_partition(starts, density, depth, SPLIT_THRESHOLD / epsilon,
+        depths, prefixes = guided_partition(starts, density, depth, split_threshold(epsilon),
                                             1, engine.max_depth)
         assert (depths == node["depths"]).all() and (prefixes == node["prefixes"]).all()
         checked += 1
@@ -211,3 +214,15 @@ def test_release_is_consistent_and_names_the_mechanism(neighbours: str) -> None:
     else:
         assert release.metadata["release_every"] is None
     assert KeyedNoise(KEY).fingerprint() == release.metadata["key_fingerprint"]
+
+
+def test_split_threshold_is_the_leaf_noise_cost_and_vanishes_at_large_epsilon() -> None:
+    """θ/ε at small ε (the noise of a leaf is ≈ 1/ε records); at ε = 30 the integer noise is 0
+    but with probability ≈ 2e^{−30}: a guide cell holding one record splits to max_depth."""
+    assert split_threshold(0.1) == pytest.approx(0.5 / 0.1, rel=0.01)
+    assert split_threshold(30.0) < 1e-12
+    cell = 123_457  # one record of guide mass, in one cell of depth 20
+    starts, density = np.array([0, cell, cell + 1]), np.array([0.0, 1.0, 0.0])
+    depths, prefixes = guided_partition(starts, density, 20, split_threshold(30.0), 1, 20)
+    assert (depths == 20).sum() == 2 and cell in prefixes[depths == 20]  # it and its sibling
+    assert depths.size == 21  # one path down: a sibling leaf per level, nothing else split

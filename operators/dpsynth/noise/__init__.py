@@ -14,6 +14,7 @@ from dpsynth.noise._kernels import discrete_laplace_draw
 from dpsynth.noise.keyed import MAX_EVENT, Context, KeyedNoise, encode_context, warm_up
 from dpsynth.noise.samplers import (
     SCALE_DENOMINATOR,
+    discrete_laplace_mean_abs,
     discrete_laplace_variance,
     effective_scale,
     geometric_from_uniform,
@@ -22,6 +23,6 @@ from dpsynth.noise.samplers import (
 
 __all__ = [
     "MAX_EVENT", "SCALE_DENOMINATOR", "Context", "KeyedNoise", "discrete_laplace_draw",
-    "discrete_laplace_variance",
-    "effective_scale", "encode_context", "geometric_from_uniform", "laplace_tail", "warm_up",
+    "discrete_laplace_mean_abs", "discrete_laplace_variance", "effective_scale",
+    "encode_context", "geometric_from_uniform", "laplace_tail", "warm_up",
 ]

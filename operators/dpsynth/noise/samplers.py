@@ -61,6 +61,14 @@ def discrete_laplace_variance(scale: float) -> float:
     return 2.0 * p / (1.0 - p) ** 2
 
 
+def discrete_laplace_mean_abs(scale: float) -> float:
+    """E|Lap_Z(σ)| = 2p/(1−p²) with p = exp(−1/σ) (= 1/sinh(1/σ)), at the effective scale:
+    ≈ σ for large σ, ≈ 2e^{−1/σ} → 0 for small σ, where the integer noise is almost always 0."""
+    sigma = effective_scale(scale)
+    p = math.exp(-float(sigma.denominator) / float(sigma.numerator))
+    return 2.0 * p / (1.0 - p * p)
+
+
 _GEOMETRIC_CAP = float(1 << 62)
 
 

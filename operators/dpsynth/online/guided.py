@@ -19,7 +19,8 @@ is how a block's records are summarised while it is open and when it closes:
   cover for the block, the latest step summary for a step — so it costs no budget
   (post-processing; PrivTree's decisions cost ε_s, 27–45 % of a block's budget). A cell v of
   depth k is split while its guide mass m(v) times its ℓ∞ diameter D_k = 2^−⌊k/d⌋ exceeds
-  θ/ε: m·D bounds the tree-W1 cost of spreading v's records uniformly over v, and 1/ε is the
+  θ·E|Lap_Z(1/ε)| (≈ θ/ε; → 0 at large ε, :func:`split_threshold`): m·D bounds the tree-W1
+  cost of spreading v's records uniformly over v, and E|noise| ≈ 1/ε is the
   scale of one more leaf's noise. A region the guide thinks empty stays one coarse leaf whose
   noisy count still measures what arrived there; the next summaries split it.
 * **Release** (post-processing, P6): the completed blocks and the open block's cover, each
@@ -44,7 +45,7 @@ import numpy as np
 from numba import njit
 
 from dpsynth._types import CellIds, Counts
-from dpsynth.noise import KeyedNoise, discrete_laplace_variance
+from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
 from dpsynth.online.block_budget import BlockBudget
 from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.rounding import (
@@ -58,13 +59,20 @@ from dpsynth.online.steps import StepMechanism, block_of
 
 #: A node of level l holds 8^l steps.
 TIME_FANOUT_BITS = 3
-#: θ: a cell is split while guide mass × ℓ∞ diameter > θ/ε (tuned on the moving blob, uniform
-#: data and Gowalla, docs/benchmarks.md §13).
+#: θ: a cell is split while guide mass × ℓ∞ diameter > θ·E|leaf noise| (≈ θ/ε; tuned on the
+#: moving blob, uniform data and Gowalla, docs/benchmarks.md §13).
 SPLIT_THRESHOLD = 0.5
+#: A cell whose guide mass is below one record is not split, whatever ε: at large ε the leaf
+#: noise cost → 0 (:func:`split_threshold`) and the uniform prior would otherwise split the whole
+#: cube to ``max_depth``.
+MIN_SPLIT_MASS = 1.0
 #: Share of a guide's mass added uniformly before a partition is chosen (consistency under drift).
 UNIFORM_PRIOR = 0.03
-#: Leaves whose noisy count is at most this many noise scales are dropped (phantom mass).
-LEAF_FLOOR_SCALES = 1.0
+#: Leaves whose noisy count is at most this many noise scales are dropped: an empty leaf's clipped
+#: noise is phantom mass spread over its cell, which pulls a release toward the cube's centre
+#: (1 scale: a bias of 0.006 in the mean at ε = 1, t = 4000, d = 2; 2 scales: 0.004, W1 unchanged
+#: on the tuning streams; docs/benchmarks.md §13).
+LEAF_FLOOR_SCALES = 2.0
 
 
 def node_levels(b: int) -> range:
@@ -72,9 +80,18 @@ def node_levels(b: int) -> range:
     return range((b - 1) // TIME_FANOUT_BITS + 1) if b >= 1 else range(0)
 
 
+def split_threshold(epsilon: float) -> float:
+    """θ · E|noise of one leaf| at ``epsilon``: the cost of one more leaf that a split must beat
+    (guide mass × diameter). E|Lap_Z(1/ε)| = 1/sinh(ε) ≈ 1/ε at small ε, but → 2e^{−ε} at large
+    ε, where the integer noise is almost always 0: then cells split down to ``max_depth`` wherever
+    the guide has mass, so the release tends to the true prefix (consistency, issue 14)."""
+    return SPLIT_THRESHOLD * discrete_laplace_mean_abs(1.0 / epsilon)
+
+
 def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, threshold: float,
                      d: int, max_depth: int) -> tuple[np.ndarray, CellIds]:
-    """Leaves (depths, Morton prefixes) of the cells split while guide mass × D_k > threshold.
+    """Leaves (depths, Morton prefixes) of the cells split while guide mass × D_k > threshold
+    (and the guide mass is at least :data:`MIN_SPLIT_MASS`).
 
     The guide is a piecewise-constant mass density on Morton intervals of depth ``depth``
     (``starts``, mass per depth-``depth`` cell); D_k = 2^−⌊k/d⌋ is the ℓ∞ diameter of a cell of
@@ -117,7 +134,7 @@ def _partition(starts, density, cum, depth, threshold, d, max_depth):  # type: i
             low = float(prefix) * span
             mass = _mass_below(starts, density, cum, low + span) - _mass_below(
                 starts, density, cum, low)
-            split = mass * 2.0 ** -(k // d) > threshold
+            split = mass >= MIN_SPLIT_MASS and mass * 2.0 ** -(k // d) > threshold
         if split:  # the right child below the left: the left is visited first
             first = prefix << np.uint64(1)
             stack_depth[top], stack_prefix[top] = k + 1, first | np.uint64(1)
@@ -236,7 +253,7 @@ class GuidedEngine(StepMechanism):
             # a uniform prior: where the guide saw nothing the records of this summary may
             # still be (a stream that moves); as ε grows every region is split finely
             density = density + UNIFORM_PRIOR * mass / float(1 << depth)
-        depths, prefixes = guided_partition(starts, density, depth, SPLIT_THRESHOLD / epsilon,
+        depths, prefixes = guided_partition(starts, density, depth, split_threshold(epsilon),
                                             self.d, self.max_depth)
         cells, weights = np.unique(records, return_counts=True)
         counts = noisy_leaf_counts(cells, weights, depths, prefixes, epsilon, self._noise,
