@@ -44,12 +44,17 @@ from dpsynth.tree import MAX_TREE_DEPTH
 
 #: Every algorithm's name (the release metadata calls it ``schedule``).
 MECHANISMS = ("paper", "accurate", *BLOCK_SCHEDULES)
-#: ``mechanism="auto"``: the measured winner (docs/benchmarks.md §13) — guided for every d, under
-#: both notions (adaptive's per-step open-block summaries stop improving with t on drifting data).
+#: ``mechanism="auto"``: the measured winner (docs/benchmarks.md §13), under both notions and for
+#: every d — guided below a per-record ε of :data:`AUTO_ADAPTIVE_FROM` (adaptive's open block,
+#: seen one step at a time, stops improving with t on drifting streams), adaptive from it on
+#: (guided's partitions, chosen from released summaries, cannot follow single records at the
+#: tree's resolution, where adaptive's PrivTree ones do: 1.00× offline PMM at ε = 10³).
 AUTO = "auto"
+#: The per-record ε from which ``auto`` is adaptive (public: the configuration decides it).
+AUTO_ADAPTIVE_FROM = 300.0
 
 __all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "Mechanism", "check_arguments",
-           "make_mechanism", "resolve_mechanism"]
+           "make_mechanism", "per_record_epsilon", "resolve_mechanism"]
 
 
 class Mechanism(Protocol):
@@ -100,7 +105,7 @@ class Mechanism(Protocol):
 
 
 def check_arguments(d: int, mechanism: str, schedule: Schedule | None, max_depth: int,
-                    placement: str, neighbours: str) -> str:
+                    placement: str, neighbours: str, epsilon: float = 1.0) -> str:
     """Check the synthesizer's structural arguments; the concrete mechanism's name.
 
     A custom ε allocation (``schedule``) with ``mechanism="auto"`` runs HVZ Alg 1 (``paper``).
@@ -119,14 +124,25 @@ def check_arguments(d: int, mechanism: str, schedule: Schedule | None, max_depth
         raise ConfigError(f"max_depth ({max_depth!r}) must be an integer in [0, 63]")
     if placement not in PLACEMENTS:
         raise ConfigError(f"placement ({placement!r}) must be one of {PLACEMENTS}")
-    return resolve_mechanism(mechanism, d, neighbours)
+    return resolve_mechanism(mechanism, d, neighbours, epsilon)
 
 
-def resolve_mechanism(mechanism: str, d: int, neighbours: str) -> str:
-    """The concrete mechanism of ``"auto"``; any other value unchanged."""
+def per_record_epsilon(epsilon: Any, privacy_unit: str, max_contributions: Any) -> float:
+    """The ε one record is protected at (ε/k for the unit "user"), for ``auto``'s choice only;
+    0 when the arguments are invalid (they are rejected later, with their own messages)."""
+    try:
+        k = max_contributions if privacy_unit == "user" and max_contributions else 1
+        return float(epsilon) / float(k)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return 0.0
+
+
+def resolve_mechanism(mechanism: str, d: int, neighbours: str, epsilon: float = 1.0) -> str:
+    """The concrete mechanism of ``"auto"`` at per-record ``epsilon`` (:data:`AUTO`); any other
+    value unchanged."""
     if mechanism != AUTO:
         return mechanism
-    return "guided"
+    return "adaptive" if epsilon >= AUTO_ADAPTIVE_FROM else "guided"
 
 
 def make_mechanism(

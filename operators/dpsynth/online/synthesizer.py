@@ -5,16 +5,13 @@ routing of points, time (records, ticks, public steps), releases with their publ
 placement seed, snapshots — and drives one *mechanism* (:mod:`dpsynth.online.mechanism`) that
 owns the private state.
 
-Ticks (DESIGN §3): a tick ends every ``release_every`` records (and wherever the mechanism's time
-levels end: :meth:`~dpsynth.online.mechanism.Mechanism.tick_limit`); a release follows every
-``release_every`` records. Step mechanisms also take explicit steps: :meth:`OnlineSynthesizer.add`
-the records, :meth:`OnlineSynthesizer.step` on a public clock — the only way under add/remove
-neighbours, where the record count is private. ``max_depth`` caps the tree: privacy-neutral, it
-bounds memory; accuracy plateaus at the leaf diameter.
+Ticks (DESIGN §3): a tick, and a release, every ``release_every`` records (ticks also end
+where the mechanism's time levels end). Step mechanisms also take steps: ``add`` the records,
+``step`` on a public clock — the only way under add/remove, where the count is private.
+``max_depth`` caps the tree (privacy-neutral): accuracy plateaus at the leaf diameter.
 
-Privacy: each mechanism's worst-case loss of one neighbouring change is checked ≤ ε at
-construction (privacy: P1, P8, P9); everything released is a function of the noisy counts and of
-public parameters (privacy: P6).
+Privacy: each mechanism's worst-case loss is checked ≤ ε at construction (P1, P8, P9); all that
+is released is a function of the noisy counts and public parameters (P6).
 """
 
 from __future__ import annotations
@@ -28,7 +25,13 @@ from dpsynth.clock import TickClock
 from dpsynth.consistency import MAX_COUNT
 from dpsynth.errors import ConfigError, StateCorruptError
 from dpsynth.noise import KeyedNoise
-from dpsynth.online.mechanism import AUTO, Mechanism, check_arguments, make_mechanism
+from dpsynth.online.mechanism import (
+    AUTO,
+    Mechanism,
+    check_arguments,
+    make_mechanism,
+    per_record_epsilon,
+)
 from dpsynth.online.users import UserLevel, check_unit, refuse_users
 from dpsynth.release import RELEASE_SCHEMA_VERSION, Release
 from dpsynth.state import pack_state, unpack_state
@@ -51,22 +54,19 @@ class OnlineSynthesizer:
 
     Parameters
     ----------
-    d
-        Dimension of the points.
-    epsilon
-        Total privacy budget ε.
+    d, epsilon
+        Dimension of the points; total privacy budget ε.
     key
         Secret noise key (≥ 16 bytes). Never stored in a snapshot or release.
     release_every
         N: a tick, and a release, every N records (:meth:`extend`).
     mechanism
-        The algorithm. ``"auto"`` (default): ``"guided"`` for every d and both notions — the
-        winner of docs/benchmarks.md §13. ``"guided"``: doubling
-        blocks of steps with octal time nodes and partitions chosen from released summaries
-        (:mod:`~dpsynth.online.guided`); ``"adaptive"``: PrivTree
-        histograms of doubling blocks of steps (:mod:`~dpsynth.online.blocks`); ``"blocks"``:
-        the same with PMM histograms; ``"accurate"``: :mod:`~dpsynth.online.accurate`;
-        ``"paper"``: HVZ Alg 1, Sparse Counting per cell (a faithful reproduction).
+        ``"auto"`` (default; the winner of docs/benchmarks.md §13): ``"guided"`` below a
+        per-record ε of 300, ``"adaptive"`` from it on. ``"guided"``: octal time nodes and
+        partitions from released summaries (:mod:`~dpsynth.online.guided`); ``"adaptive"``:
+        PrivTree histograms of doubling step blocks (:mod:`~dpsynth.online.blocks`);
+        ``"blocks"``: PMM ones; ``"accurate"``: :mod:`~dpsynth.online.accurate`; ``"paper"``:
+        HVZ Alg 1 with Sparse Counting per cell (a faithful reproduction).
     max_depth
         Deepest tree level ever created (default 20).
     placement
@@ -76,28 +76,21 @@ class OnlineSynthesizer:
     schedule
         ``mechanism="paper"`` only: the ε allocation ε_{j,r} (default HVZ eq. (5.3) for d ≥ 2,
         (5.12) for d = 1). Snapshots store only its name: pass it again to :meth:`restore`.
-    fresh
-        Accurate: share of each cell's budget for a Binary Mechanism over the current level's
-        ticks, so releases move within a level and follow a drifting stream (default 0.3;
-        0: they move at level ends).
-    alpha
-        Accurate: depth ratio of the schedule (default 2^{(1−1/d)/2}).
+    fresh, alpha
+        Accurate: the share of each cell's budget for a Binary Mechanism over the current
+        level's ticks (default 0.3; 0: releases move at level ends only) and the schedule's
+        depth ratio (default 2^{(1−1/d)/2}).
     neighbours
         ``"replace"`` (default; the papers' notion, t public) or ``"add_remove"`` (one record
-        more or less in one step; releases carry a noisy size). add/remove needs a step
-        mechanism (``"adaptive"``, ``"blocks"`` or ``"guided"``) and steps on a public clock:
-        :meth:`add` the records, :meth:`step` at each tick; :meth:`extend` is refused
-        (docs/privacy.md P9).
+        more or less in one step; releases carry a noisy size): a step mechanism, records by
+        :meth:`add`, :meth:`step` on a public clock; :meth:`extend` is refused (P9).
     current_shape
-        Step blocks: the open block's records are placed like its own steps' private summaries
-        (``"steps"``, default: unbiased under drift, ε_o = 40 % of the block budget), like the
-        latest completed block (``"last"``) or like all completed blocks (``"pooled"``).
+        adaptive, blocks: the open block placed like its own steps' summaries (``"steps"``,
+        default), like the latest block (``"last"``) or like all blocks (``"pooled"``).
     privacy_unit
-        ``"record"`` (default: ε per record) or ``"user"``: ε per user, every record of one
-        user at once; each record then needs its user's id (``users=`` of :meth:`extend` and
-        :meth:`add`), and only the first ``max_contributions`` records of each user count
-        (at most ``max_contributions_per_step`` per step, if set); the mechanism runs at ε/k
-        per record (docs/privacy.md P15).
+        ``"record"`` (default) or ``"user"``: ε covers all of one user's records, each given
+        with its user id (``users=``); only a user's first ``max_contributions`` records count
+        (≤ ``max_contributions_per_step`` per step, if set), each at ε/k (P15).
 
     Examples
     --------
@@ -129,7 +122,8 @@ class OnlineSynthesizer:
         max_contributions: int | None = None,
         max_contributions_per_step: int | None = None,
     ) -> None:
-        name = check_arguments(d, mechanism, schedule, max_depth, placement, neighbours)
+        name = check_arguments(d, mechanism, schedule, max_depth, placement, neighbours,
+                               per_record_epsilon(epsilon, privacy_unit, max_contributions))
         check_unit(privacy_unit, max_contributions, max_contributions_per_step, neighbours, name)
         self.d = d
         self.epsilon = float(epsilon)
@@ -185,8 +179,6 @@ class OnlineSynthesizer:
         if depth is None:
             return self._last.depth if self._last is not None else 0
         return depth
-
-    # -- streaming verbs ------------------------------------------------------------------
 
     @property
     def dropped(self) -> int:
@@ -405,3 +397,4 @@ class OnlineSynthesizer:
             self._last = Release(last["t"], last["depth"], last["leaf_counts"],
                                  last["metadata"], self.placement_seed)
         return self
+
