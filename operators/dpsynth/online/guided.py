@@ -62,10 +62,11 @@ TIME_FANOUT_BITS = 3
 #: θ: a cell is split while guide mass × ℓ∞ diameter > θ·E|leaf noise| (≈ θ/ε; tuned on the
 #: moving blob, uniform data and Gowalla, docs/benchmarks.md §13).
 SPLIT_THRESHOLD = 0.5
-#: A cell whose guide mass is below one record is not split, whatever ε: at large ε the leaf
-#: noise cost → 0 (:func:`split_threshold`) and the uniform prior would otherwise split the whole
-#: cube to ``max_depth``.
-MIN_SPLIT_MASS = 1.0
+#: A cell whose guide mass is below a quarter of a record is not split, whatever ε: at large ε
+#: the leaf noise cost → 0 (:func:`split_threshold`) and the uniform prior would otherwise split
+#: the whole cube to ``max_depth`` (at most 8 leaves per record of guide mass; one record cost
+#: d = 2 at ε = 10³ 8.5× offline PMM at t = 2000, a quarter ≤ 4×).
+MIN_SPLIT_MASS = 0.25
 #: Share of a guide's mass added uniformly before a partition is chosen (consistency under drift).
 UNIFORM_PRIOR = 0.03
 #: Leaves whose noisy count is at most this many noise scales are dropped: an empty leaf's clipped
