@@ -69,11 +69,12 @@ SPLIT_THRESHOLD = 0.5
 MIN_SPLIT_MASS = 0.25
 #: Share of a guide's mass added uniformly before a partition is chosen (consistency under drift).
 UNIFORM_PRIOR = 0.03
-#: Leaves whose noisy count is at most this many noise scales are dropped: an empty leaf's clipped
-#: noise is phantom mass spread over its cell, which pulls a release toward the cube's centre
-#: (1 scale: a bias of 0.006 in the mean at ε = 1, t = 4000, d = 2; 2 scales: 0.004, W1 unchanged
-#: on the tuning streams; docs/benchmarks.md §13).
-LEAF_FLOOR_SCALES = 2.0
+#: Leaves whose noisy count is at most this many noise scales are dropped, for d = 1 and for
+#: d ≥ 2: an empty leaf's clipped noise is phantom mass spread over its cell, which pulls a release
+#: toward the cube's centre where cells are many (d = 2, ε = 1, t = 4000: a mean bias of 0.006 at
+#: one scale, 0.004 at two); at d = 1 the bias is nil at one scale and two cost 3 % in W1 on the
+#: tuning streams (docs/benchmarks.md §13).
+LEAF_FLOOR_SCALES = (1.0, 2.0)
 
 
 def node_levels(b: int) -> range:
@@ -167,9 +168,10 @@ class GuidedEngine(StepMechanism):
         self._closed: tuple[int, list[Any]] | None = None  # release cache: blocks' intervals
         #: cache of released summaries' intervals, keyed by (id, depth): emptied at block ends
         self._node_cache: dict[tuple[int, int], Any] = {}
+        self._floor_scales = LEAF_FLOOR_SCALES[0 if d == 1 else 1]
         self.params = {"size": budget.size, "counts": budget.counts, "steps": budget.steps,
                        "time_fanout": 1 << TIME_FANOUT_BITS, "split_threshold": SPLIT_THRESHOLD,
-                       "leaf_floor_scales": LEAF_FLOOR_SCALES}
+                       "leaf_floor_scales": self._floor_scales}
 
     # -- ingest ----------------------------------------------------------------------------
 
@@ -259,7 +261,7 @@ class GuidedEngine(StepMechanism):
         cells, weights = np.unique(records, return_counts=True)
         counts = noisy_leaf_counts(cells, weights, depths, prefixes, epsilon, self._noise,
                                    context, address_depth=self.max_depth)  # privacy: P16
-        floor = LEAF_FLOOR_SCALES / epsilon
+        floor = self._floor_scales / epsilon
         kept = float(np.where(counts > floor, counts, 0).sum())
         return {"depths": depths, "prefixes": prefixes, "counts": counts,
                 "size": public if public is not None else kept, "floor": floor,
