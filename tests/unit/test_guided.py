@@ -59,11 +59,11 @@ def test_P16_budget_spends_exactly_epsilon_under_each_notion(epsilon: float) -> 
     assert synth.worst_case_loss == pytest.approx(epsilon)
 
 
-def test_auto_is_guided_below_a_per_record_epsilon_of_300_and_adaptive_from_it() -> None:
+def test_auto_is_guided_below_a_per_record_epsilon_of_1000_and_adaptive_from_it() -> None:
     for notion in ("replace", "add_remove"):
         for d in (1, 2, 3):
-            assert resolve_mechanism("auto", d, notion, 299.0) == "guided"
-            assert resolve_mechanism("auto", d, notion, 300.0) == "adaptive"
+            assert resolve_mechanism("auto", d, notion, 999.0) == "guided"
+            assert resolve_mechanism("auto", d, notion, 1000.0) == "adaptive"
     assert OnlineSynthesizer(2, 1.0, KEY, 10).mechanism == "guided"
     assert OnlineSynthesizer(2, 1000.0, KEY, 10).mechanism == "adaptive"
     user = OnlineSynthesizer(2, 1000.0, KEY, 10, privacy_unit="user", max_contributions=10)

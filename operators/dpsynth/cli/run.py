@@ -254,7 +254,7 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 @click.option("--mechanism",
               type=click.Choice(["auto", "accurate", "paper", "adaptive", "blocks", "guided"]),
               default="auto", show_default=True,
-              help="auto: guided for every d (the measured winner); "
+              help="auto: guided below a per-record ε of 10³, adaptive from it (the winners); "
                    "adaptive: PrivTree histograms of doubling step blocks; blocks: PMM ones; "
                    "guided: octal time nodes with partitions from released summaries; "
                    "accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1.")

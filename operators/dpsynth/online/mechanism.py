@@ -51,7 +51,7 @@ MECHANISMS = ("paper", "accurate", *BLOCK_SCHEDULES)
 #: tree's resolution, where adaptive's PrivTree ones do: 1.00× offline PMM at ε = 10³).
 AUTO = "auto"
 #: The per-record ε from which ``auto`` is adaptive (public: the configuration decides it).
-AUTO_ADAPTIVE_FROM = 300.0
+AUTO_ADAPTIVE_FROM = 1000.0
 
 __all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "Mechanism", "check_arguments",
            "make_mechanism", "per_record_epsilon", "resolve_mechanism"]

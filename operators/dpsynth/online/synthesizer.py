@@ -62,7 +62,7 @@ class OnlineSynthesizer:
         N: a tick, and a release, every N records (:meth:`extend`).
     mechanism
         ``"auto"`` (default; the winner of docs/benchmarks.md §13): ``"guided"`` below a
-        per-record ε of 300, ``"adaptive"`` from it on. ``"guided"``: octal time nodes and
+        per-record ε of 10³, ``"adaptive"`` from it on. ``"guided"``: octal time nodes and
         partitions from released summaries (:mod:`~dpsynth.online.guided`); ``"adaptive"``:
         PrivTree histograms of doubling step blocks (:mod:`~dpsynth.online.blocks`);
         ``"blocks"``: PMM ones; ``"accurate"``: :mod:`~dpsynth.online.accurate`; ``"paper"``:
