@@ -24,7 +24,7 @@ is how a block's records are summarised while it is open and when it closes:
   scale of one more leaf's noise. A region the guide thinks empty stays one coarse leaf whose
   noisy count still measures what arrived there; the next summaries split it.
 * **Release** (post-processing, P6): the completed blocks and the open block's cover, each
-  clipped at a floor of two noise scales and scaled to its size (public under replacement; the
+  clipped at a floor of one noise scale (d = 1) or two (d ≥ 2) and scaled to its size (public; the
   pooled noisy sizes under add/remove), summed, then every leaf's mass is spread inside the leaf
   like that sum (one step of the EM algorithm for a common density: fine structure seen by one
   summary sharpens the others' coarse leaves), and rounded by systematic sampling.
