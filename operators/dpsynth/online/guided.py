@@ -48,13 +48,7 @@ from dpsynth._types import CellIds, Counts
 from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
 from dpsynth.online.block_budget import BlockBudget
 from dpsynth.online.privtree import noisy_leaf_counts
-from dpsynth.online.rounding import (
-    block_intervals,
-    density_at,
-    em_density,
-    mass_depth,
-    sorted_union,
-)
+from dpsynth.online.rounding import block_intervals, em_density, mass_depth, union_grid
 from dpsynth.online.steps import StepMechanism, block_of
 
 #: A node of level l holds 8^l steps.
@@ -64,8 +58,9 @@ TIME_FANOUT_BITS = 3
 SPLIT_THRESHOLD = 0.5
 #: A cell whose guide mass is below a quarter of a record is not split, whatever ε: at large ε
 #: the leaf noise cost → 0 (:func:`split_threshold`) and the uniform prior would otherwise split
-#: the whole cube to ``max_depth`` (at most 8 leaves per record of guide mass; one record cost
-#: d = 2 at ε = 10³ 8.5× offline PMM at t = 2000, a quarter ≤ 4×).
+#: the whole cube to ``max_depth`` (split cells of one depth are disjoint, so at most 8 leaves per
+#: record of guide mass at each depth; one record held d = 2 at ε = 10³, t = 2000 to 8.5×
+#: offline PMM, a quarter within 4×).
 MIN_SPLIT_MASS = 0.25
 #: Share of a guide's mass added uniformly before a partition is chosen (consistency under drift).
 UNIFORM_PRIOR = 0.03
@@ -165,9 +160,9 @@ class GuidedEngine(StepMechanism):
         self.nodes: dict[tuple[int, int], dict[str, Any]] = {}  # open block: (level, index)
         self._recent: dict[str, Any] | None = None  # the latest step summary: a step's guide
         self._blocks_depth = 0  # deepest mass depth of the blocks (a release cache)
-        self._closed: tuple[int, list[Any]] | None = None  # release cache: blocks' intervals
-        #: cache of released summaries' intervals, keyed by (id, depth): emptied at block ends
-        self._node_cache: dict[tuple[int, int], Any] = {}
+        #: release cache of released summaries' intervals and mass depths, keyed by (id, depth):
+        #: emptied at each block's end and on restore
+        self._released_cache: dict[tuple[int, int], Any] = {}
         self._floor_scales = LEAF_FLOOR_SCALES[0 if d == 1 else 1]
         self.params = {"size": budget.size, "counts": budget.counts, "steps": budget.steps,
                        "time_fanout": 1 << TIME_FANOUT_BITS, "split_threshold": SPLIT_THRESHOLD,
@@ -194,9 +189,8 @@ class GuidedEngine(StepMechanism):
         if position == length:  # the block is complete
             self.blocks.append(self._summarise_block(b, len(levels)))
             self._blocks_depth = max(self._blocks_depth, mass_depth(self.blocks[-1]))
-            self._closed = None
             self._step_records, self._step_counts, self.nodes = [], [], {}
-            self._node_cache = {}
+            self._released_cache = {}
 
     def _cover(self, b: int, position: int) -> list[dict[str, Any]]:
         """Block b's nodes covering its first ``position`` steps (base-8 digits)."""
@@ -289,11 +283,10 @@ class GuidedEngine(StepMechanism):
             return 0, np.array([total], np.int64)
         depth = min(self.max_depth, max([self._blocks_depth] + [self._mass_depth(s)
                                                                 for s in cover]))
-        if self._closed is None or self._closed[0] != depth:  # blocks change at a block's end
-            self._closed = (depth, [block_intervals(blk, depth) for blk in self.blocks])
         # each covering node scaled to the open block's size estimate (its share of it)
-        parts = self._closed[1] + [(starts, density * scale) for starts, density in
-                                   (self._node_intervals(s, depth) for s in cover)]
+        parts = [self._intervals(blk, depth) for blk in self.blocks] + [
+            (starts, density * scale) for starts, density in
+            (self._intervals(s, depth) for s in cover)]
         starts, density = em_density(parts, depth)  # one EM step (module docstring)
         widths = np.diff(np.concatenate([starts, [1 << depth]]))
         return self._rounded(starts, widths, density, depth, total, placement_seed)
@@ -303,26 +296,24 @@ class GuidedEngine(StepMechanism):
         """(D, union starts, widths, summed density) of released summaries:
         :func:`~dpsynth.online.rounding.pooled_intervals`, from the cached intervals."""
         depth = min(self.max_depth, max(self._mass_depth(g) for g in guides))
-        per_guide = [self._node_intervals(g, depth) for g in guides]
-        starts = sorted_union(*(st for st, _ in per_guide))
-        widths = np.diff(np.concatenate([starts, [1 << depth]]))
-        return depth, starts, widths, sum(density_at(st, dn, starts) for st, dn in per_guide)
+        starts, widths, densities = union_grid([self._intervals(g, depth) for g in guides],
+                                               depth)
+        return depth, starts, widths, sum(densities)
 
     def _cached(self, summary: dict[str, Any], depth: int, compute: Any) -> Any:
         """``compute()`` for a released summary, once per depth. The summary is held with the
         value, so its id is not reused while cached; the cache is emptied at each block's end
         (and on restore), as summaries never change once released."""
         key = (id(summary), depth)
-        if key not in self._node_cache:
-            self._node_cache[key] = (summary, compute())
-        return self._node_cache[key][1]
+        if key not in self._released_cache:
+            self._released_cache[key] = (summary, compute())
+        return self._released_cache[key][1]
 
     def _mass_depth(self, summary: dict[str, Any]) -> int:
         """:func:`mass_depth` of a released summary (cached)."""
         return self._cached(summary, -1, lambda: mass_depth(summary))
 
-    def _node_intervals(self, summary: dict[str, Any],
-                        depth: int) -> tuple[np.ndarray, np.ndarray]:
+    def _intervals(self, summary: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray]:
         """:func:`block_intervals` of a released summary at ``depth`` (cached)."""
         return self._cached(summary, depth, lambda: block_intervals(summary, depth))
 
@@ -351,8 +342,7 @@ class GuidedEngine(StepMechanism):
             self.nodes[(int(summary.pop("level")), int(summary.pop("index")))] = summary
         self._recent = None if state["recent"] is None else dict(state["recent"])
         self._blocks_depth = max([mass_depth(blk) for blk in self.blocks], default=0)
-        self._closed = None
-        self._node_cache = {}
+        self._released_cache = {}
 
     @property
     def nbytes(self) -> int:

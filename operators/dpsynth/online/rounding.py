@@ -172,11 +172,18 @@ def pooled_intervals(
     """
     if depth is None:
         depth = min(max_depth, max(mass_depth(blk) for blk in blocks))
-    per_block = [block_intervals(blk, depth, floor) for blk in blocks]
-    starts = sorted_union(*(s for s, _ in per_block))
-    widths = np.diff(np.concatenate([starts, [1 << depth]]))
-    densities = [density_at(s, dens, starts) for s, dens in per_block]
+    starts, widths, densities = union_grid([block_intervals(blk, depth, floor)
+                                            for blk in blocks], depth)
     return depth, starts, widths, sum(densities), densities[-1]
+
+
+def union_grid(parts: list[tuple[np.ndarray, np.ndarray]], depth: int
+               ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """(union interval starts, widths, each part's density on them) of piecewise-constant
+    densities at ``depth`` (interval starts, density per cell)."""
+    starts = sorted_union(*(s for s, _ in parts))
+    widths = np.diff(np.concatenate([starts, [1 << depth]]))
+    return starts, widths, [density_at(s, dens, starts) for s, dens in parts]
 
 
 def density_at(starts: np.ndarray, density: np.ndarray, grid: np.ndarray) -> np.ndarray:
