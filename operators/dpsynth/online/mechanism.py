@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from dpsynth._types import CellIds, Counts
-from dpsynth.accounting import Schedule, paper_schedule
+from dpsynth.accounting import Schedule, paper_schedule, record_epsilon
 from dpsynth.clock import TickClock
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
@@ -131,9 +131,10 @@ def per_record_epsilon(epsilon: Any, privacy_unit: str, max_contributions: Any) 
     """The ε one record is protected at (ε/k for the unit "user"), for ``auto``'s choice only;
     0 when the arguments are invalid (they are rejected later, with their own messages)."""
     try:
-        k = max_contributions if privacy_unit == "user" and max_contributions else 1
-        return float(epsilon) / float(k)
-    except (TypeError, ValueError, ZeroDivisionError):
+        if privacy_unit == "user":
+            return record_epsilon(epsilon, max_contributions)
+        return float(epsilon)
+    except (ConfigError, TypeError, ValueError):
         return 0.0
 
 
