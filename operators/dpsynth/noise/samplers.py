@@ -56,17 +56,21 @@ def laplace_tail(scale: float, k: np.ndarray) -> np.ndarray:
 
 def discrete_laplace_variance(scale: float) -> float:
     """Var(Lap_Z(σ)) = 2p/(1−p)^2 with p = exp(−1/σ), at the effective scale."""
-    sigma = effective_scale(scale)
-    p = math.exp(-float(sigma.denominator) / float(sigma.numerator))
+    p = _decay(scale)
     return 2.0 * p / (1.0 - p) ** 2
 
 
 def discrete_laplace_mean_abs(scale: float) -> float:
     """E|Lap_Z(σ)| = 2p/(1−p²) with p = exp(−1/σ) (= 1/sinh(1/σ)), at the effective scale:
     ≈ σ for large σ, ≈ 2e^{−1/σ} → 0 for small σ, where the integer noise is almost always 0."""
-    sigma = effective_scale(scale)
-    p = math.exp(-float(sigma.denominator) / float(sigma.numerator))
+    p = _decay(scale)
     return 2.0 * p / (1.0 - p * p)
+
+
+def _decay(scale: float) -> float:
+    """p = exp(−1/σ) of Lap_Z(σ) at the effective scale σ (P(Z = z) ∝ p^|z|)."""
+    sigma = effective_scale(scale)
+    return math.exp(-float(sigma.denominator) / float(sigma.numerator))
 
 
 _GEOMETRIC_CAP = float(1 << 62)
