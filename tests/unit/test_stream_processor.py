@@ -7,7 +7,6 @@ processor on the same store, fed again from the last acknowledged offset, as Kaf
 from __future__ import annotations
 
 import hashlib
-import json
 
 import numpy as np
 import pytest
@@ -26,6 +25,7 @@ from tests.support.embedded import (  # noqa: E402
     check_against_embedded,
     embedded_release_records,
 )
+from tests.support.processor import point_config  # noqa: E402
 
 RELEASE_EVERY = 500
 PER_MESSAGE = 130
@@ -37,17 +37,7 @@ class Crash(Exception):
 
 @pytest.fixture
 def config(tmp_path):
-    schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps({"version": 1, "columns": [
-        {"name": "x", "lower": 0, "upper": 1}, {"name": "y", "lower": 0, "upper": 1}]}))
-    return load_config({
-        "DPSYNTH_BROKER": "127.0.0.1:9", "DPSYNTH_SCHEMA_FILE": str(schema),
-        "DPSYNTH_EPSILON": "1.0", "DPSYNTH_NOISE_KEY": TEST_KEY_HEX,
-        "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_RELEASE_EVERY": str(RELEASE_EVERY),
-        "DPSYNTH_MAX_DEPTH": "10", "DPSYNTH_DATA_DIR": str(tmp_path / "data"),
-        "DPSYNTH_RELEASE_LINGER_S": "0", "DPSYNTH_CHECKPOINT_INTERVAL_S": "3600",
-        "DPSYNTH_STATE_COMMIT_INTERVAL_S": "0",  # a state commit with every release
-    })
+    return point_config(tmp_path, DPSYNTH_RELEASE_EVERY=str(RELEASE_EVERY))
 
 
 def _messages(points):

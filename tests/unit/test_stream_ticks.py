@@ -10,8 +10,6 @@ messages (tests/support/markers.py).
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -22,12 +20,12 @@ from dpsynth.schema import Schema  # noqa: E402
 from dpsynth.stream.app import Operator  # noqa: E402
 from dpsynth.stream.crash import CrashPoints  # noqa: E402
 from dpsynth.stream.processor import InputMessage, PartitionProcessor  # noqa: E402
-from dpsynth.stream.settings import load_config  # noqa: E402
 from dpsynth.stream.store import PartitionStore  # noqa: E402
 from dpsynth.stream.ticks import MarkerKey, parse_marker, period_start_ms  # noqa: E402
 from dpsynth.testing.kafka import TEST_KEY_HEX, encode_records, records_of  # noqa: E402
 from tests.support.embedded import MemorySink, check_against_embedded  # noqa: E402
 from tests.support.markers import embedded_points_from_input, marker  # noqa: E402
+from tests.support.processor import point_config  # noqa: E402
 
 PER_MESSAGE = 130
 
@@ -37,19 +35,7 @@ class Crash(Exception):
 
 
 def _config(tmp_path, **extra):
-    schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps({"version": 1, "columns": [
-        {"name": "x", "lower": 0, "upper": 1}, {"name": "y", "lower": 0, "upper": 1}]}))
-    env = {
-        "DPSYNTH_BROKER": "127.0.0.1:9", "DPSYNTH_SCHEMA_FILE": str(schema),
-        "DPSYNTH_EPSILON": "1.0", "DPSYNTH_NOISE_KEY": TEST_KEY_HEX,
-        "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_NEIGHBOURS": "add_remove",
-        "DPSYNTH_MAX_DEPTH": "10", "DPSYNTH_DATA_DIR": str(tmp_path / "data"),
-        "DPSYNTH_RELEASE_LINGER_S": "0", "DPSYNTH_CHECKPOINT_INTERVAL_S": "3600",
-        "DPSYNTH_STATE_COMMIT_INTERVAL_S": "0",  # a state commit with every release
-    }
-    env.update(extra)
-    return load_config(env)
+    return point_config(tmp_path, **{"DPSYNTH_NEIGHBOURS": "add_remove", **extra})
 
 
 def _processor(config, sink, crash_at=None):

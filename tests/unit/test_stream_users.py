@@ -27,6 +27,7 @@ from tests.support.embedded import (  # noqa: E402
     crash_then_restart,
     embedded_release_records,
 )
+from tests.support.processor import point_config  # noqa: E402
 
 PARTITIONS, OWN = 4, 2
 K = 3
@@ -58,19 +59,10 @@ def own_users(n: int, seed: int) -> list[str]:
 
 @pytest.fixture
 def config(tmp_path):
-    schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps({"version": 1, "user_column": "uid", "columns": [
-        {"name": "x", "lower": 0, "upper": 1}, {"name": "y", "lower": 0, "upper": 1}]}))
-    return load_config({
-        "DPSYNTH_BROKER": "127.0.0.1:9", "DPSYNTH_SCHEMA_FILE": str(schema),
-        "DPSYNTH_EPSILON": "1.0", "DPSYNTH_NOISE_KEY": TEST_KEY_HEX,
-        "DPSYNTH_RUN_ID": "test-run", "DPSYNTH_RELEASE_EVERY": str(RELEASE_EVERY),
-        "DPSYNTH_MAX_DEPTH": "10", "DPSYNTH_DATA_DIR": str(tmp_path / "data"),
-        "DPSYNTH_RELEASE_LINGER_S": "0", "DPSYNTH_CHECKPOINT_INTERVAL_S": "3600",
-        "DPSYNTH_PRIVACY_UNIT": "user", "DPSYNTH_MAX_CONTRIBUTIONS": str(K),
-        "DPSYNTH_INPUT_PARTITIONS": str(PARTITIONS), "DPSYNTH_USER_CACHE_ENTRIES": "50",
-        "DPSYNTH_STATE_COMMIT_INTERVAL_S": "0",  # a state commit with every release
-    })
+    return point_config(
+        tmp_path, user_column="uid", DPSYNTH_RELEASE_EVERY=str(RELEASE_EVERY),
+        DPSYNTH_PRIVACY_UNIT="user", DPSYNTH_MAX_CONTRIBUTIONS=str(K),
+        DPSYNTH_INPUT_PARTITIONS=str(PARTITIONS), DPSYNTH_USER_CACHE_ENTRIES="50")
 
 
 def _messages(points: np.ndarray, users: list[str]) -> list[InputMessage]:
