@@ -230,3 +230,11 @@ def test_split_threshold_is_the_leaf_noise_cost_and_vanishes_at_large_epsilon() 
     depths, prefixes = guided_partition(starts, density, 20, split_threshold(30.0), 1, 20)
     assert (depths == 20).sum() == 2 and cell in prefixes[depths == 20]  # it and its sibling
     assert depths.size == 21  # one path down: a sibling leaf per level, nothing else split
+
+
+def test_cells_under_a_quarter_of_a_record_of_guide_mass_are_not_split() -> None:
+    """At large ε the split threshold is ~0, so only MIN_SPLIT_MASS stops a uniform guide (the
+    prior) from splitting the whole cube to max_depth: one record's mass stops at depth 3."""
+    depths, _ = guided_partition(np.array([0]), np.array([1.0]), 0, split_threshold(30.0), 1, 20)
+    assert MIN_SPLIT_MASS == 0.25
+    assert depths.tolist() == [3] * 8  # 1 → ½ → ¼ are split, ⅛ is not
