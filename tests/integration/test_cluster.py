@@ -116,7 +116,7 @@ def test_killing_a_partition_leader_mid_stream_loses_and_repeats_nothing(
         feeder.thread.join(400)
         assert not feeder.errors, feeder.errors[:3]
         assert killed_at < RECORDS, "the kill came after the last record"
-        metrics = worker.wait_for(lambda m: m.get("dpsynth_t", {}).get("0") == RECORDS,
+        worker.wait_for(lambda m: m.get("dpsynth_t", {}).get("0") == RECORDS,
                                   timeout_s=300)
         time.sleep(1.0)  # nothing more arrives: t stays at the records sent
         assert worker.metrics()["dpsynth_t"]["0"] == RECORDS
@@ -125,7 +125,9 @@ def test_killing_a_partition_leader_mid_stream_loses_and_repeats_nothing(
                                         run_id="test-run", partition=0)
     stats = check_against_embedded(read_topic(cluster.bootstrap, topics.output, timeout_s=60),
                                    {(0, s): r for s, r in expected.items()}, "test-run")
-    assert stats["releases"] == RECORDS // 1000 == metrics["dpsynth_releases_total"]["0"]
+    # (not dpsynth_releases_total: a worker fenced while the coordinator moved joins again,
+    # and a partition's series restart when it is assigned again)
+    assert stats["releases"] == RECORDS // 1000
     with ReleaseConsumer(cluster.bootstrap, topics.output, run_id="test-run") as consumer:
         events = list(consumer.releases(idle_s=3))
     assert sorted(e.key.sequence for e in events) == list(range(1, RECORDS // 1000 + 1))

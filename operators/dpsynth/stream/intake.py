@@ -19,7 +19,13 @@ Settings that matter, and why (``docs/operator.md`` has the long form):
   worker takes its partitions back without a rebalance; rebalance callbacks run in this thread,
   between batches, so a revoked partition's state is closed before its new owner reads it;
 - heart-beats run in librdkafka's own thread: a long batch never costs the group membership
-  (``max.poll.interval.ms`` bounds one batch).
+  (``max.poll.interval.ms`` bounds one batch);
+- a fatal consumer error (librdkafka's ``_FATAL``, e.g. a static member fenced after its session
+  expired while the group coordinator moved to another broker) leaves the consumer unusable: the
+  loop closes the partitions' states, closes the consumer and joins again with a new one, which
+  takes the partitions back as the same static member. More than :data:`REJOINS_PER_WINDOW`
+  such errors within :data:`REJOIN_WINDOW_S` end the worker (another live worker with the same
+  ``group.instance.id`` would otherwise fence it back and forth).
 """
 
 from __future__ import annotations
@@ -44,6 +50,17 @@ log = logging.getLogger(__name__)
 EXIT_FATAL = 3
 #: Seconds between "still waiting for partitions" log lines.
 WAIT_LOG_S = 5.0
+#: Rejoins after a fatal consumer error allowed within :data:`REJOIN_WINDOW_S` seconds; one
+#: more ends the worker (a coordinator that moves twice may fence a member twice; a duplicate
+#: ``group.instance.id`` fences it every few seconds).
+REJOINS_PER_WINDOW = 3
+REJOIN_WINDOW_S = 60.0
+
+
+def is_fatal(err: KafkaError) -> bool:
+    """Whether ``err`` leaves the consumer unusable (``fatal()``, or librdkafka's ``_FATAL``
+    event, whose own ``fatal()`` is false)."""
+    return bool(err.fatal()) or err.code() == KafkaError._FATAL
 
 
 def consumer_config(config: WorkerConfig) -> dict[str, Any]:
@@ -74,6 +91,17 @@ def consumer_config(config: WorkerConfig) -> dict[str, Any]:
     return out
 
 
+class FencedTooOften(RuntimeError):
+    """Fatal consumer errors too often (:data:`REJOINS_PER_WINDOW`): the worker must stop."""
+
+    def __init__(self, err: KafkaError, instance: str) -> None:
+        super().__init__(
+            f"the input consumer failed {REJOINS_PER_WINDOW + 1} times within "
+            f"{REJOIN_WINDOW_S:g} s (last: {err.str()}); if it "
+            f"was fenced, another live worker uses group.instance.id {instance!r}: give each "
+            "worker its own DPSYNTH_GROUP_INSTANCE_ID (or POD_NAME), or set it to 'off'")
+
+
 class InputLoop:
     """Consume, process, commit offsets; in one thread (:meth:`start`, :meth:`stop`)."""
 
@@ -86,6 +114,7 @@ class InputLoop:
         self._offsets: dict[int, int] = {}  # partition → offset last committed to the group
         self._waiting_since = time.monotonic()
         self._consumer: Consumer | None = None
+        self._consumer_config: dict[str, Any] = {}
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -112,35 +141,73 @@ class InputLoop:
 
     def run(self) -> None:
         """The loop: until :meth:`stop`, consume a batch, process it, commit offsets."""
+        self._join()
+        rejoins: list[float] = []  # monotonic times of the rejoins in the window
+        try:
+            while not self._stopping.is_set():
+                try:
+                    self._poll()
+                except KafkaException as e:
+                    err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                    if err is None or not is_fatal(err):
+                        raise
+                    now = time.monotonic()
+                    rejoins = [r for r in rejoins if now - r < REJOIN_WINDOW_S] + [now]
+                    if len(rejoins) > REJOINS_PER_WINDOW:
+                        raise FencedTooOften(err, self._consumer_config.get(
+                            "group.instance.id", "")) from None
+                    self._rejoin(err)
+            # a graceful stop (SIGTERM): commit what was processed, so that a restart re-reads
+            # and re-publishes nothing (a kill -9 leaves that work to the restart instead)
+            self._commit_offsets(self.operator.commit_all(), sync=True)
+        finally:
+            self._commit_offsets(self._watermarks(), sync=True)
+            self._close()
+
+    def _join(self) -> None:
+        """A new consumer, subscribed to the input topic (a static member when configured)."""
         c = self.config
-        consumer = self._consumer = Consumer(consumer_config(c))
-        instance = consumer_config(c).get("group.instance.id")
+        self._consumer_config = consumer_config(c)
+        instance = self._consumer_config.get("group.instance.id")
         log.info(
             "joining consumer group %r for topic %r as %s (session timeout %g s): waiting for "
             "the group coordinator to assign partitions", c.app_id, self.topic,
             f"static member {instance!r}" if instance else "a dynamic member",
             c.session_timeout_s)
         self._waiting_since = time.monotonic()
-        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                           on_lost=self._on_lost)
-        health = self.operator.health
-        try:
-            while not self._stopping.is_set():
-                messages = consumer.consume(c.batch_max_events, timeout=c.batch_within_s)
-                health.polled()
-                if messages:
-                    self._handle(messages)
-                self._commit_offsets(self.operator.checkpoint(idle=not messages))
-                self.operator.write_markers()
-                self._observe(consumer)
-                self._log_waiting()
-            # a graceful stop (SIGTERM): commit what was processed, so that a restart re-reads
-            # and re-publishes nothing (a kill -9 leaves that work to the restart instead)
-            self._commit_offsets(self.operator.commit_all(), sync=True)
-        finally:
-            self._commit_offsets(self._watermarks(), sync=True)
-            consumer.close()
-            self._consumer = None
+        self._consumer = Consumer(self._consumer_config)
+        self._consumer.subscribe([self.topic], on_assign=self._on_assign,
+                                 on_revoke=self._on_revoke, on_lost=self._on_lost)
+
+    def _close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close()
+            except (KafkaException, RuntimeError) as e:  # a failed consumer may refuse
+                log.warning("input consumer not closed cleanly (%s)", e)
+
+    def _rejoin(self, err: KafkaError) -> None:
+        """After a fatal consumer error: close the partitions' states (at their committed
+        watermarks, so nothing is lost or counted twice) and the consumer, join again."""
+        log.warning("input consumer failed (%s): closing its partitions' states and joining the "
+                    "group again with a new consumer", err.str())
+        self._release(sorted(self.operator.processors))
+        self._close()
+        self._join()
+
+    def _poll(self) -> None:
+        """One batch: consume, process, commit offsets, publish markers, observe."""
+        c, consumer = self.config, self._consumer
+        assert consumer is not None
+        messages = consumer.consume(c.batch_max_events, timeout=c.batch_within_s)
+        self.operator.health.polled()
+        if messages:
+            self._handle(messages)
+        self._commit_offsets(self.operator.checkpoint(idle=not messages))
+        self.operator.write_markers()
+        self._observe(consumer)
+        self._log_waiting()
 
     # -- batches ---------------------------------------------------------------------------
 
@@ -160,7 +227,7 @@ class InputLoop:
             self._commit_offsets(self.operator.handle(by_partition))
 
     def _on_error(self, err: KafkaError) -> None:
-        if err.fatal():
+        if is_fatal(err):
             raise KafkaException(err)
         if err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
             log.error("input topic %r does not exist (any more): create it with `dpsynth topics "

@@ -316,11 +316,24 @@ class WorkerProcess:
             self._log = None
 
     def log_tail(self, lines: int = 40) -> str:
-        """The last lines of the worker's log."""
+        """The last lines of the worker's log, a run of lines that differ only in their
+        numbers (a periodic "still waiting" line) shown once with its count, so that a test
+        failure shows what happened before the waiting."""
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            text = self.log_path.read_text(errors="replace")
         except OSError:
             return "(no log)"
+        out: list[str] = []
+        shape, repeats = "", 0
+        for line in text.splitlines():
+            this = re.sub(r"\d+", "#", line)
+            if out and this == shape:
+                repeats += 1
+                out[-1] = f"{line}  [the same line {repeats + 1} times]"
+                continue
+            shape, repeats = this, 0
+            out.append(line)
+        return "\n".join(out[-lines:])
 
     def __enter__(self) -> WorkerProcess:
         return self.start()
