@@ -94,6 +94,7 @@ class Feeder:
 def test_killing_a_partition_leader_mid_stream_loses_and_repeats_nothing(
         cluster, tmp_path, victim):
     topics = unique_topics(f"cluster-{victim}")
+    cluster.wait_for_brokers()  # every node sees three brokers: replication 3
     created = CliRunner().invoke(main, [
         "topics", "create", "--bootstrap", cluster.bootstrap, "--input-topic", topics.input,
         "--output-topic", topics.output, "--dead-letter-topic", topics.dead_letter])

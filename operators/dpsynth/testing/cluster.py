@@ -62,21 +62,23 @@ class LocalCluster:
         raise BrokerError("kafka-local.sh start printed no bootstrap address")
 
     def wait_for_brokers(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        """Return when the cluster's metadata lists all ``nodes`` brokers.
+        """Return when the metadata of *every* node lists all ``nodes`` brokers.
 
-        A node answers on its port before it has registered with the controller; topics created
-        in between get a smaller default replication (seen: ``dpsynth topics create`` chose 2
-        on a three-node cluster that had just started).
+        A node answers on its port before it has registered with the controller, and a node's
+        metadata cache learns of the others a moment after the controller does; topics created
+        in between get a smaller default replication (seen twice: ``dpsynth topics create``
+        chose 2 on a three-node cluster that had just started, on a loaded machine).
         """
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admins = [AdminClient({"bootstrap.servers": address, "log_level": 0})
+                  for address in self.bootstrap.split(",")]
         deadline = time.monotonic() + timeout_s
         seen = 0
         while time.monotonic() < deadline:
             try:
-                seen = len(admin.list_topics(timeout=10).brokers)
-            except Exception:  # not answering yet: keep waiting
+                seen = min(len(a.list_topics(timeout=10).brokers) for a in admins)
+            except Exception:  # a node not answering yet (or just restarted): keep waiting
                 seen = 0
             if seen >= self.nodes:
                 return
