@@ -48,6 +48,7 @@ from dpsynth._types import CellIds, Counts
 from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
 from dpsynth.online.block_budget import BlockBudget
 from dpsynth.online.privtree import noisy_leaf_counts
+from dpsynth.online.refinement import refined_partition
 from dpsynth.online.rounding import block_intervals, em_density, mass_depth, union_grid
 from dpsynth.online.steps import StepMechanism, block_of
 
@@ -228,7 +229,7 @@ class GuidedEngine(StepMechanism):
         size, size_var = self._open_size(b, length)  # released: may guide (block 0)
         summary = self._histogram(records, guides, epsilon, (*self._context, "block", b),
                                   max(size, 0.0))
-        leaf_var = summary["depths"].size * discrete_laplace_variance(1.0 / epsilon)
+        leaf_var = summary["depths"].size * discrete_laplace_variance(summary["scale"])
         summary["size"] = self._pooled_size(size, size_var, summary["size"], leaf_var)
         if not levels:
             self._recent = summary
@@ -253,6 +254,9 @@ class GuidedEngine(StepMechanism):
         depths, prefixes = guided_partition(starts, density, depth, split_threshold(epsilon),
                                             self.d, self.max_depth)
         cells, weights = np.unique(records, return_counts=True)
+        depths, prefixes, epsilon = refined_partition(  # paid for at large ε only (P16)
+            cells, weights, depths, prefixes, epsilon, self._noise, context,
+            max_depth=self.max_depth)
         counts = noisy_leaf_counts(cells, weights, depths, prefixes, epsilon, self._noise,
                                    context, address_depth=self.max_depth)  # privacy: P16
         floor = self._floor_scales / epsilon
