@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from dpsynth.errors import ConfigError
+from dpsynth.eval import w1_tree_upper
 from dpsynth.noise import KeyedNoise
+from dpsynth.offline.pmm import pmm_synthesize
 from dpsynth.online.block_budget import GUIDED_STEP_SHARE, block_budget
 from dpsynth.online.guided import (
     MIN_SPLIT_MASS,
@@ -16,17 +18,7 @@ from dpsynth.online.guided import (
     node_levels,
     split_threshold,
 )
-from dpsynth.eval import w1_tree_upper
-from dpsynth.offline.pmm import pmm_synthesize
 from dpsynth.online.mechanism import resolve_mechanism
-from dpsynth.online.privtree import privtree_leaves, privtree_params
-from dpsynth.online.refinement import (
-    REFINE_FROM,
-    REFINE_SHARE,
-    common_refinement,
-    refine_share,
-    refined_partition,
-)
 from dpsynth.online.rounding import pooled_intervals
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.tree import route
@@ -250,60 +242,7 @@ def test_cells_under_a_quarter_of_a_record_of_guide_mass_are_not_split() -> None
     assert depths.tolist() == [3] * 8  # 1 → ½ → ¼ are split, ⅛ is not
 
 
-# -- paid refinement at large ε (dpsynth.online.refinement) ------------------------------------
-
-def _cells(depths: np.ndarray, prefixes: np.ndarray, max_depth: int) -> list[tuple[int, int]]:
-    """Each leaf as [start, end) at ``max_depth``."""
-    shifts = (max_depth - depths).astype(np.uint64)
-    return list(zip((prefixes << shifts).tolist(),
-                    ((prefixes + np.uint64(1)) << shifts).tolist(), strict=True))
-
-
-def test_common_refinement_is_the_coarsest_partition_finer_than_both() -> None:
-    rng = np.random.default_rng(3)
-    noise = KeyedNoise(KEY)
-    for trial in range(5):
-        cells = np.unique(rng.integers(0, 1 << 12, 40).astype(np.uint64))
-        weights = np.ones(cells.size, np.int64)
-        a = guided_partition(np.array([0]), np.array([rng.uniform(5, 50)]), 0, 0.1, 1, 12)
-        b = privtree_leaves(cells, weights, privtree_params(2.0, max_depth=12), noise,
-                            ("t", trial), address_depth=12)
-        depths, prefixes = common_refinement(*a, *b, 12)
-        leaves = _cells(depths, prefixes, 12)
-        assert leaves[0][0] == 0 and leaves[-1][1] == 1 << 12  # covers the cube, in order,
-        assert all(x[1] == y[0] for x, y in zip(leaves, leaves[1:], strict=False))  # no gaps
-        parents = _cells(*a, 12) + _cells(*b, 12)
-        for lo, hi in leaves:  # inside a leaf of a and a leaf of b: finer than both
-            assert sum(p_lo <= lo and hi <= p_hi for p_lo, p_hi in parents) == 2
-        starts = {lo for lo, _ in parents}  # and no coarser: every cut is a cut of a or b
-        assert {lo for lo, _ in leaves} == starts
-
-
-def test_refinement_is_paid_only_from_REFINE_FROM_and_its_budget_sums_to_the_summary() -> None:
-    """Below REFINE_FROM a summary is exactly its guided partition at its whole ε (every
-    release at a per-record ε ≤ 16 is unchanged: summaries get at most 0.9·16 < REFINE_FROM);
-    from it, ε_s = REFINE_SHARE·ε pays a PrivTree whose leaves are those drawn at the
-    summary's split addresses, and the counts get the rest: ε_s + ε_c = ε (P16)."""
-    assert REFINE_FROM > 0.9 * 16 and refine_share(REFINE_FROM - 1e-9) == 0.0
-    cells = np.unique(route(np.random.default_rng(5).random((300, 1)), depth=20))
-    weights = np.ones(cells.size, np.int64)
-    guided = guided_partition(np.array([0]), np.array([300.0]), 0, 1e-3, 1, 20)
-    noise = KeyedNoise(KEY)
-    depths, prefixes, counts_eps = refined_partition(cells, weights, *guided, 14.4, noise,
-                                                     ("c",), max_depth=20)
-    assert counts_eps == 14.4 and depths is guided[0] and prefixes is guided[1]
-    epsilon = 2 * REFINE_FROM
-    depths, prefixes, counts_eps = refined_partition(cells, weights, *guided, epsilon, noise,
-                                                     ("c",), max_depth=20)
-    structure = REFINE_SHARE * epsilon
-    assert counts_eps + structure == pytest.approx(epsilon)
-    tree = privtree_leaves(cells, weights, privtree_params(structure, max_depth=20), noise,
-                           ("c",), address_depth=20)
-    expected = common_refinement(*guided, *tree, 20)
-    assert (depths == expected[0]).all() and (prefixes == expected[1]).all()
-    held = (cells[:, None] >> (20 - depths).astype(np.uint64)[None, :]) == prefixes[None, :]
-    assert (held.sum(axis=0) <= 1).mean() > 0.99  # at ε_s = 32 the leaves isolate records
-
+# -- consistency at large ε (the paid refinement, dpsynth.online.refinement) ------------------
 
 @pytest.mark.parametrize("d", [1, 2, 3])
 @pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
@@ -318,3 +257,40 @@ def test_error_at_epsilon_1e4_is_within_twice_offline_pmm(d: int, neighbours: st
                          size_hint=len(x) if neighbours == "add_remove" else None)
     w1 = w1_tree_upper(x, synth.release().points, depth=20)
     assert w1 <= 2 * w1_tree_upper(x, pmm, depth=20), (d, neighbours, w1)
+
+
+def test_P16_at_large_epsilon_a_record_moves_only_its_own_path_of_the_refined_partition() -> None:
+    """From a summary ε of 32 the partition reads the records (a PrivTree paid from ε). With
+    derived noise, adding one record to step 21 leaves every block before it bit-identical,
+    and in its block changes leaves only inside one cell on the record's own path (the first
+    PrivTree node whose decision it flips) and no count outside that cell."""
+    x = _stream(4000, seed=2)
+    extra = np.full((1, 1), 0.37)
+    synths = [OnlineSynthesizer(1, 1e4, KEY, 100, mechanism="guided", neighbours="add_remove")
+              for _ in range(2)]
+    for step in range(32):
+        batch = x[step * 100:(step + 1) * 100]
+        synths[0].add(batch)
+        synths[1].add(np.concatenate([batch, extra]) if step == 20 else batch)
+        for synth in synths:
+            synth.step()
+    ea, eb = (s._mechanism for s in synths)
+    for i in range(4):
+        for field in ("depths", "prefixes", "counts"):
+            assert ea.blocks[i][field].tobytes() == eb.blocks[i][field].tobytes()
+    top = ea.max_depth
+    record = int(route(extra, depth=top)[0])
+    leaves = [{(int(p) << (top - int(k)), int(p + 1) << (top - int(k))): int(c)
+               for k, p, c in zip(e.blocks[4]["depths"], e.blocks[4]["prefixes"],
+                                  e.blocks[4]["counts"], strict=True)} for e in (ea, eb)]
+    moved = set(leaves[0]) ^ set(leaves[1])
+    moved |= {cell for cell in set(leaves[0]) & set(leaves[1])
+              if leaves[0][cell] != leaves[1][cell]}
+    assert moved  # the record is counted
+    lo, hi = min(c[0] for c in moved), max(c[1] for c in moved)
+    span = 1  # the smallest dyadic cell holding every change must hold the record
+    while lo // span != (hi - 1) // span:
+        span *= 2
+    assert lo // span == record // span, (lo, hi, record)
+    assert span <= 1 << (top - 8), span  # a cell of depth ≥ 8 (measured: 11)
+    assert len(leaves[0]) > 1000  # refined: the comparison is not vacuous

@@ -245,8 +245,8 @@ class GuidedEngine(StepMechanism):
     def _histogram(self, records: CellIds, guides: list[dict[str, Any]], epsilon: float,
                    context: tuple[int | str, ...], expected: float = 0.0) -> dict[str, Any]:
         """Noisy leaf counts at ``epsilon`` on the partition the guides choose, refined at
-        large ``epsilon`` by a PrivTree paid from it (privacy: P16); without guides, a uniform guide of the public size or of ``expected`` (a released
-        noisy size)."""
+        large ``epsilon`` by a PrivTree paid from it (privacy: P16); without guides, a uniform
+        guide of the public size or of ``expected`` (a released noisy size)."""
         public = float(records.size) if self.budget.neighbours == "replace" else None
         starts, depth = np.zeros(1, np.int64), 0
         density = np.array([public if public is not None else expected])
