@@ -25,7 +25,7 @@ is how a block's records are summarised while it is open and when it closes:
   noisy count still measures what arrived there; the next summaries split it.
 * **Paid refinement at large ε** (:mod:`dpsynth.online.refinement`). Released summaries cannot
   locate records fresh to them (each time level refines a record's leaf by three depths; block
-  0 has no guide), which held d = 1 at 17–160× offline PMM at ε = 10⁴. A summary whose own ε is
+  0 has no guide), which held d = 1 at 17–162× offline PMM at ε = 10⁴. A summary whose own ε is
   at least 32 spends half of it on PrivTree decisions over its records and counts the common
   refinement of both partitions at the rest: 1.00× PMM at ε = 10⁴, d = 1, 2, 3. Every summary
   at a per-record ε ≤ 16 is below 32, so those releases are unchanged.

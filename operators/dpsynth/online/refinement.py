@@ -5,14 +5,14 @@ of summaries already released, so it cannot see records that arrive where those 
 little mass: they land in coarse leaves, and each time level refines a leaf by only three depths
 (a cell under a quarter of a record of guide mass is not split). Block 0 has no earlier summary
 at all. At large ε this caps the error far above the tree's resolution (d = 1, ε = 10⁴:
-17–160× offline PMM). No partition chosen without the records can do better with few leaves:
+17–162× offline PMM). No partition chosen without the records can do better with few leaves:
 locating n fresh records to depth D needs about 2^D leaves.
 
 So a summary whose own budget ε is at least :data:`REFINE_FROM` spends :data:`REFINE_SHARE` of it,
 ε_s, on the split decisions of a PrivTree over its own records (Zhang et al. 2016, Alg 1;
 :mod:`dpsynth.online.privtree`, the exact path loss of P10), and counts its leaves at
 ε − ε_s on the *common refinement* of the guided partition and the PrivTree's leaves (every
-cell either splits). At ε_s ≥ 32 the PrivTree follows single records to depth 20, so the
+cell either splits). At ε_s ≥ 32 the PrivTree follows single records to about depth 20, so the
 summary tends to its records at the tree's resolution as ε grows (consistency). Below
 :data:`REFINE_FROM` nothing changes: no decision, the whole ε on the counts.
 
