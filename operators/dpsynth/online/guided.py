@@ -23,6 +23,12 @@ is how a block's records are summarised while it is open and when it closes:
   cost of spreading v's records uniformly over v, and E|noise| ≈ 1/ε is the
   scale of one more leaf's noise. A region the guide thinks empty stays one coarse leaf whose
   noisy count still measures what arrived there; the next summaries split it.
+* **Paid refinement at large ε** (:mod:`dpsynth.online.refinement`). Released summaries cannot
+  locate records fresh to them (each time level refines a record's leaf by three depths; block
+  0 has no guide), which held d = 1 at 17–162× offline PMM at ε = 10⁴. A summary whose own ε is
+  at least 32 spends half of it on PrivTree decisions over its records and counts the common
+  refinement of both partitions at the rest: 1.00× PMM at ε = 10⁴, d = 1, 2, 3. Every summary
+  at a per-record ε ≤ 16 is below 32, so those releases are unchanged.
 * **Release** (post-processing, P6): the completed blocks and the open block's cover, each
   clipped at a floor of one noise scale (d = 1) or two (d ≥ 2) and scaled to its size (public; the
   pooled noisy sizes under add/remove), summed, then every leaf's mass is spread inside the leaf
@@ -32,8 +38,9 @@ is how a block's records are summarised while it is open and when it closes:
 Privacy (docs/privacy.md P16): under add/remove one record changes one leaf count of each
 summary that contains it — its block's and one node per level — and the open block's size
 counter: ε_n + ε_top + Σ_l ε_l = ε per block, and blocks are disjoint (parallel composition).
-Partitions are functions of earlier outputs (adaptive composition: they add nothing). Under
-replacement the changed record stays in its step: every summary sees one removal and one
+Partitions are functions of earlier outputs (adaptive composition: they add nothing), refined
+from a summary ε of 32 on by a PrivTree paid from that summary's ε (ε_s + ε_c = its ε; P10).
+Under replacement the changed record stays in its step: every summary sees one removal and one
 addition, so each block runs at ε/2.
 """
 
@@ -48,6 +55,7 @@ from dpsynth._types import CellIds, Counts
 from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
 from dpsynth.online.block_budget import BlockBudget
 from dpsynth.online.privtree import noisy_leaf_counts
+from dpsynth.online.refinement import refined_partition
 from dpsynth.online.rounding import block_intervals, em_density, mass_depth, union_grid
 from dpsynth.online.steps import StepMechanism, block_of
 
@@ -228,7 +236,7 @@ class GuidedEngine(StepMechanism):
         size, size_var = self._open_size(b, length)  # released: may guide (block 0)
         summary = self._histogram(records, guides, epsilon, (*self._context, "block", b),
                                   max(size, 0.0))
-        leaf_var = summary["depths"].size * discrete_laplace_variance(1.0 / epsilon)
+        leaf_var = summary["depths"].size * discrete_laplace_variance(summary["scale"])
         summary["size"] = self._pooled_size(size, size_var, summary["size"], leaf_var)
         if not levels:
             self._recent = summary
@@ -236,9 +244,9 @@ class GuidedEngine(StepMechanism):
 
     def _histogram(self, records: CellIds, guides: list[dict[str, Any]], epsilon: float,
                    context: tuple[int | str, ...], expected: float = 0.0) -> dict[str, Any]:
-        """Noisy leaf counts at ``epsilon`` on the partition the guides choose (privacy: P16);
-        without guides, a uniform guide of the public size or of ``expected`` (a released
-        noisy size)."""
+        """Noisy leaf counts at ``epsilon`` on the partition the guides choose, refined at
+        large ``epsilon`` by a PrivTree paid from it (privacy: P16); without guides, a uniform
+        guide of the public size or of ``expected`` (a released noisy size)."""
         public = float(records.size) if self.budget.neighbours == "replace" else None
         starts, depth = np.zeros(1, np.int64), 0
         density = np.array([public if public is not None else expected])
@@ -253,6 +261,9 @@ class GuidedEngine(StepMechanism):
         depths, prefixes = guided_partition(starts, density, depth, split_threshold(epsilon),
                                             self.d, self.max_depth)
         cells, weights = np.unique(records, return_counts=True)
+        depths, prefixes, epsilon = refined_partition(  # paid for at large ε only (P16)
+            cells, weights, depths, prefixes, epsilon, self._noise, context,
+            max_depth=self.max_depth)
         counts = noisy_leaf_counts(cells, weights, depths, prefixes, epsilon, self._noise,
                                    context, address_depth=self.max_depth)  # privacy: P16
         floor = self._floor_scales / epsilon
