@@ -101,8 +101,7 @@ def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, thresh
     """
     starts = np.asarray(starts, dtype=np.float64)
     widths = np.diff(np.concatenate([starts, [float(1 << depth)]]))
-    cum = np.concatenate([[0.0], np.cumsum(density * widths)])
-    return _partition(starts, np.asarray(density, np.float64), cum, depth, threshold, d,
+    return _partition(starts, np.asarray(density, np.float64), widths, depth, threshold, d,
                       max_depth)
 
 
@@ -114,8 +113,11 @@ def _mass_below(starts, density, cum, x):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _partition(starts, density, cum, depth, threshold, d, max_depth):  # type: ignore[no-untyped-def]
+def _partition(starts, density, widths, depth, threshold, d, max_depth):  # type: ignore[no-untyped-def]
     """:func:`guided_partition` depth first, so the leaves come out in Morton order."""
+    cum = np.zeros(starts.size + 1, np.float64)  # the guide's mass before each interval
+    for i in range(starts.size):
+        cum[i + 1] = cum[i] + density[i] * widths[i]
     depths = np.empty(64, np.int64)
     prefixes = np.empty(64, np.uint64)
     n = 0
@@ -240,7 +242,7 @@ class GuidedEngine(StepMechanism):
         without guides, a uniform guide of the public size or of ``expected`` (a released
         noisy size)."""
         public = float(records.size) if self.budget.neighbours == "replace" else None
-        starts, depth = np.zeros(1, np.int64), 0
+        starts, widths, depth = np.zeros(1, np.int64), np.ones(1), 0
         density = np.array([public if public is not None else expected])
         if guides:
             depth, starts, widths, density = self._pooled(guides)
@@ -250,11 +252,11 @@ class GuidedEngine(StepMechanism):
             # a uniform prior: where the guide saw nothing the records of this summary may
             # still be (a stream that moves); as ε grows every region is split finely
             density = density + UNIFORM_PRIOR * mass / float(1 << depth)
-        depths, prefixes = guided_partition(starts, density, depth, split_threshold(epsilon),
-                                            self.d, self.max_depth)
-        cells, weights = np.unique(records, return_counts=True)
-        counts = noisy_leaf_counts(cells, weights, depths, prefixes, epsilon, self._noise,
-                                   context, address_depth=self.max_depth)  # privacy: P16
+        depths, prefixes = _partition(starts.astype(np.float64), density,
+                                      widths.astype(np.float64), depth, split_threshold(epsilon),
+                                      self.d, self.max_depth)
+        counts = noisy_leaf_counts(np.sort(records), None, depths, prefixes, epsilon,
+                                   self._noise, context, address_depth=self.max_depth)  # P16
         floor = self._floor_scales / epsilon
         kept = float(np.where(counts > floor, counts, 0).sum())
         return {"depths": depths, "prefixes": prefixes, "counts": counts,
@@ -305,9 +307,10 @@ class GuidedEngine(StepMechanism):
         value, so its id is not reused while cached; the cache is emptied at each block's end
         (and on restore), as summaries never change once released."""
         key = (id(summary), depth)
-        if key not in self._released_cache:
-            self._released_cache[key] = (summary, compute())
-        return self._released_cache[key][1]
+        held = self._released_cache.get(key)
+        if held is None:
+            held = self._released_cache[key] = (summary, compute())
+        return held[1]
 
     def _mass_depth(self, summary: dict[str, Any]) -> int:
         """:func:`mass_depth` of a released summary (cached)."""

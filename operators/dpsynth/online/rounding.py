@@ -181,6 +181,9 @@ def union_grid(parts: list[tuple[np.ndarray, np.ndarray]], depth: int
                ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """(union interval starts, widths, each part's density on them) of piecewise-constant
     densities at ``depth`` (interval starts, density per cell)."""
+    if len(parts) == 1:  # its own grid (starts sorted and distinct)
+        starts, density = parts[0]
+        return starts, np.diff(np.concatenate([starts, [1 << depth]])), [density]
     starts = sorted_union(*(s for s, _ in parts))
     widths = np.diff(np.concatenate([starts, [1 << depth]]))
     return starts, widths, [density_at(s, dens, starts) for s, dens in parts]
