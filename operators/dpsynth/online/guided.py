@@ -48,7 +48,13 @@ from dpsynth._types import CellIds, Counts
 from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
 from dpsynth.online.block_budget import BlockBudget
 from dpsynth.online.privtree import noisy_leaf_counts
-from dpsynth.online.rounding import block_intervals, em_density, mass_depth, union_grid
+from dpsynth.online.rounding import (
+    block_intervals,
+    em_density,
+    mass_depth,
+    stacked_parts,
+    union_grid,
+)
 from dpsynth.online.steps import StepMechanism, block_of
 
 #: A node of level l holds 8^l steps.
@@ -285,11 +291,13 @@ class GuidedEngine(StepMechanism):
             return 0, np.array([total], np.int64)
         depth = min(self.max_depth, max([self._blocks_depth] + [self._mass_depth(s)
                                                                 for s in cover]))
-        # each covering node scaled to the open block's size estimate (its share of it)
-        parts = [self._intervals(blk, depth) for blk in self.blocks] + [
-            (starts, density * scale) for starts, density in
-            (self._intervals(s, depth) for s in cover)]
-        starts, density = em_density(parts, depth)  # one EM step (module docstring)
+        # each covering node scaled to the open block's size estimate (its share of it), after
+        # the closed blocks (stacked once per depth: they change only at a block's end)
+        closed = self._cached(self.blocks, depth, lambda: stacked_parts(
+            [self._intervals(blk, depth) for blk in self.blocks])) if self.blocks else None
+        parts = [(starts, density * scale) for starts, density in
+                 (self._intervals(s, depth) for s in cover)]
+        starts, density = em_density(parts, depth, closed)  # one EM step (module docstring)
         widths = np.diff(np.concatenate([starts, [1 << depth]]))
         return self._rounded(starts, widths, density, depth, total, placement_seed)
 
@@ -302,10 +310,11 @@ class GuidedEngine(StepMechanism):
                                                depth)
         return depth, starts, widths, sum(densities)
 
-    def _cached(self, summary: dict[str, Any], depth: int, compute: Any) -> Any:
-        """``compute()`` for a released summary, once per depth. The summary is held with the
-        value, so its id is not reused while cached; the cache is emptied at each block's end
-        (and on restore), as summaries never change once released."""
+    def _cached(self, summary: Any, depth: int, compute: Any) -> Any:
+        """``compute()`` for a released summary (or the list of closed blocks), once per depth.
+        The summary is held with the value, so its id is not reused while cached; the cache is
+        emptied at each block's end (and on restore), as summaries never change once released
+        and the closed blocks change only then."""
         key = (id(summary), depth)
         held = self._released_cache.get(key)
         if held is None:

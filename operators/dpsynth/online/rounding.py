@@ -78,6 +78,23 @@ def runs_capacity(widths: np.ndarray, before: np.ndarray, total: int) -> int:
     return int(min(total, bound))
 
 
+@njit(cache=True)
+def _scaled_before(mass, widths, scale, total):  # type: ignore[no-untyped-def]
+    """(F at interval starts, :func:`runs_capacity`) in one compiled pass: F_i = scale · Σ_{j<i}
+    mass_j, summed in order (as ``np.cumsum``); the capacity's terms are whole numbers, so
+    their sum is exact in any order."""
+    n = mass.size
+    before = np.empty(n, np.float64)
+    running, bound = 0.0, 0.0
+    for i in range(n):
+        before[i] = running * scale
+        running += mass[i]
+    for i in range(n):
+        span = (before[i + 1] if i + 1 < n else float(total)) - before[i]
+        bound += min(float(widths[i]), np.floor(max(span, 0.0)) + 2.0)
+    return before, np.int64(min(float(total), bound))
+
+
 _ORIGIN = np.zeros(1, np.uint64)  # the rounding's one address (stream 0, event 0), pre-typed
 
 
@@ -97,12 +114,12 @@ def round_density(starts: np.ndarray, widths: np.ndarray, density: np.ndarray, d
     uniform keyed by the placement seed and the step (post-processing, P6). An empty density
     puts every unit in the one cell of depth 0."""
     mass = density * widths
-    if mass.sum() <= 0:
+    mass_sum = mass.sum()
+    if mass_sum <= 0:
         return 0, np.zeros(1, np.int64), np.array([total], np.int64)
-    scale = total / mass.sum()
-    before = np.concatenate([[0.0], np.cumsum(mass)[:-1]]) * scale  # F at interval starts
+    scale = total / mass_sum
+    before, capacity = _scaled_before(mass, widths, scale, total)  # F at interval starts
     u = _placement_noise(placement_seed).uniform_at(("round", step), _ORIGIN, 0)[0] - 2.0**-53
-    capacity = runs_capacity(widths, before, total)
     cells, values = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
     n = systematic_runs(starts, widths, before, density * scale, total, u, cells, values)
     if 4 * n < capacity:  # a kept release should not hold a large buffer for a few runs
@@ -152,13 +169,35 @@ def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
     a stray deep leaf does not force a 2^20-cell release. Leaves with real mass (a dense venue)
     hold far more than 0.1 % and keep their depth.
     """
-    mass = np.maximum(block["counts"], 0).astype(np.float64)
+    counts = np.asarray(block["counts"])
+    if counts.dtype.kind in "iu":  # whole counts: exact sums in one compiled pass
+        return int(_integer_mass_depth(counts.astype(np.int64), block["depths"], share))
+    mass = np.maximum(counts, 0).astype(np.float64)
     total = mass.sum()
     if total <= 0:
         return 0
     by_depth = np.bincount(block["depths"], weights=mass)
     deeper = total - np.cumsum(by_depth)  # mass strictly below each depth
     return int(np.flatnonzero(deeper <= share * total)[0])
+
+
+@njit(cache=True)
+def _integer_mass_depth(counts, depths, share):  # type: ignore[no-untyped-def]
+    """:func:`mass_depth` of integer counts (the same comparisons, on exact integer sums)."""
+    by_depth = np.zeros(depths.max() + 1 if depths.size else 1, np.int64)
+    total = 0
+    for i in range(counts.size):
+        if counts[i] > 0:
+            by_depth[depths[i]] += counts[i]
+            total += counts[i]
+    if total <= 0:
+        return 0
+    above = 0  # mass at depths ≤ k
+    for k in range(by_depth.size):
+        above += by_depth[k]
+        if float(total - above) <= share * float(total):
+            return k
+    return by_depth.size - 1
 
 
 def pooled_intervals(
@@ -261,8 +300,21 @@ def _fold(shape_starts, shape_density, leaf_starts, leaf_density, ref_starts,  #
     return grid, out
 
 
-def em_density(parts: list[tuple[np.ndarray, np.ndarray]],
-               depth: int) -> tuple[np.ndarray, np.ndarray]:
+#: Parts laid end to end for :func:`em_density`: (union grid, interval starts, densities, sizes).
+StackedParts = tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]
+
+
+def stacked_parts(parts: list[tuple[np.ndarray, np.ndarray]]) -> StackedParts:
+    """``parts`` (interval starts, density) laid end to end, with their union grid: the input of
+    :func:`em_density`, which a caller may keep for parts that do not change."""
+    return (sorted_union(*(starts for starts, _ in parts)),
+            np.concatenate([np.asarray(st, np.int64) for st, _ in parts]),
+            np.concatenate([np.asarray(dn, np.float64) for _, dn in parts]),
+            [starts.size for starts, _ in parts])
+
+
+def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
+               before: StackedParts | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(grid starts, density) of one EM step for a common density behind several histograms.
 
     ``parts`` are piecewise-constant densities (Morton interval starts at ``depth``, density per
@@ -270,13 +322,16 @@ def em_density(parts: list[tuple[np.ndarray, np.ndarray]],
     part's mass inside each of its intervals like P (uniformly where P has none there), so
     structure resolved by one part sharpens the coarse intervals of the others (Dempster, Laird
     and Rubin 1977, for data grouped into intervals). Post-processing; O(parts × grid), in one
-    compiled pass per part.
+    compiled pass per part. ``before``: parts placed ahead of ``parts``, already
+    :func:`stacked_parts` (the same result as listing them first).
     """
-    grid = sorted_union(*(starts for starts, _ in parts))
-    offsets = np.cumsum([0] + [starts.size for starts, _ in parts])
-    all_starts = np.concatenate([np.asarray(st, np.int64) for st, _ in parts])
-    all_density = np.concatenate([np.asarray(dn, np.float64) for _, dn in parts])
-    return grid, _em_step(grid, all_starts, all_density, offsets, np.int64(1) << np.int64(depth))
+    grid, starts, density, sizes = before if not parts else stacked_parts(parts)
+    if before is not None and parts:
+        grid = sorted_union(before[0], grid)
+        starts, density = np.concatenate([before[1], starts]), np.concatenate([before[2], density])
+        sizes = before[3] + sizes
+    offsets = np.cumsum([0] + sizes)
+    return grid, _em_step(grid, starts, density, offsets, np.int64(1) << np.int64(depth))
 
 
 @njit(cache=True)
