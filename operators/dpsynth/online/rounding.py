@@ -67,32 +67,28 @@ def systematic_runs(starts, widths, before, rate, total, u, cells, values):  # t
     return n
 
 
+@njit(cache=True)
 def runs_capacity(widths: np.ndarray, before: np.ndarray, total: int) -> int:
     """An upper bound on the runs :func:`systematic_runs` writes: interval i receives at most
     ⌊F_{i+1} − F_i⌋ + 1 units (one more for rounding of F) and occupies at most min(units,
     width) cells. Within about two runs per interval of the count, so the buffers are kept
     as they are instead of copied (at t = 10⁶ a copy of the ≈ 1.4·10⁵ runs cost a third of
-    the pass)."""
-    spans = np.diff(np.append(before, float(total)))
-    bound = np.minimum(widths, np.floor(np.maximum(spans, 0.0)) + 2.0).sum()
-    return int(min(total, bound))
+    the pass). Compiled; the terms are whole numbers, so their sum is exact in any order."""
+    bound = 0.0
+    for i in range(before.size):
+        span = (before[i + 1] if i + 1 < before.size else float(total)) - before[i]
+        bound += min(float(widths[i]), np.floor(max(span, 0.0)) + 2.0)
+    return np.int64(min(float(total), bound))
 
 
 @njit(cache=True)
-def _scaled_before(mass, widths, scale, total):  # type: ignore[no-untyped-def]
-    """(F at interval starts, :func:`runs_capacity`) in one compiled pass: F_i = scale · Σ_{j<i}
-    mass_j, summed in order (as ``np.cumsum``); the capacity's terms are whole numbers, so
-    their sum is exact in any order."""
-    n = mass.size
-    before = np.empty(n, np.float64)
-    running, bound = 0.0, 0.0
-    for i in range(n):
+def _scaled_before(mass, scale):  # type: ignore[no-untyped-def]
+    """F at interval starts: scale · Σ_{j<i} mass_j, summed in order (as ``np.cumsum``)."""
+    before, running = np.empty(mass.size, np.float64), 0.0
+    for i in range(mass.size):
         before[i] = running * scale
         running += mass[i]
-    for i in range(n):
-        span = (before[i + 1] if i + 1 < n else float(total)) - before[i]
-        bound += min(float(widths[i]), np.floor(max(span, 0.0)) + 2.0)
-    return before, np.int64(min(float(total), bound))
+    return before
 
 
 _ORIGIN = np.zeros(1, np.uint64)  # the rounding's one address (stream 0, event 0), pre-typed
@@ -118,8 +114,9 @@ def round_density(starts: np.ndarray, widths: np.ndarray, density: np.ndarray, d
     if mass_sum <= 0:
         return 0, np.zeros(1, np.int64), np.array([total], np.int64)
     scale = total / mass_sum
-    before, capacity = _scaled_before(mass, widths, scale, total)  # F at interval starts
+    before = _scaled_before(mass, scale)  # F at interval starts
     u = _placement_noise(placement_seed).uniform_at(("round", step), _ORIGIN, 0)[0] - 2.0**-53
+    capacity = runs_capacity(widths, before, total)
     cells, values = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
     n = systematic_runs(starts, widths, before, density * scale, total, u, cells, values)
     if 4 * n < capacity:  # a kept release should not hold a large buffer for a few runs
@@ -148,10 +145,11 @@ def block_intervals(block: dict[str, Any], depth: int,
     counts = np.where(raw > floor, raw, 0).astype(np.float64)  # floor 0: clip negatives
     if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
         counts *= max(float(block["size"]), 0.0) / counts.sum()
-    leaf_depths = np.minimum(block["depths"], depth)
-    prefixes = block["prefixes"] >> (block["depths"] - leaf_depths).astype(np.uint64)
-    starts = (prefixes << (depth - leaf_depths).astype(np.uint64)).astype(np.int64)
-    if starts.size > 1 and (starts[1:] >= starts[:-1]).all():  # leaves in Morton order: runs
+    starts, increasing = _leaf_starts(np.asarray(block["depths"], np.int64),
+                                      np.asarray(block["prefixes"], np.uint64), depth)
+    if increasing:  # Morton order, none merged (guided's leaves): each its own interval
+        mass = counts
+    elif (starts[1:] >= starts[:-1]).all():  # leaves in Morton order: runs
         first = np.flatnonzero(np.concatenate([[True], starts[1:] != starts[:-1]]))
         starts, mass = starts[first], np.add.reduceat(counts, first)
     else:
@@ -159,6 +157,19 @@ def block_intervals(block: dict[str, Any], depth: int,
         mass = np.bincount(inverse, weights=counts, minlength=starts.size)
     widths = np.diff(np.concatenate([starts, [1 << depth]]))
     return starts, mass / widths
+
+
+@njit(cache=True)
+def _leaf_starts(depths, prefixes, depth):  # type: ignore[no-untyped-def]
+    """(each leaf's first cell at ``depth``, deeper leaves cut there; are they increasing)."""
+    starts = np.empty(depths.size, np.int64)
+    increasing = True
+    for j in range(depths.size):
+        k = min(depths[j], depth)
+        cut = prefixes[j] >> np.uint64(depths[j] - k)
+        starts[j] = np.int64(cut << np.uint64(depth - k))
+        increasing = increasing and (j == 0 or starts[j] > starts[j - 1])
+    return starts, increasing
 
 
 def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
@@ -300,17 +311,20 @@ def _fold(shape_starts, shape_density, leaf_starts, leaf_density, ref_starts,  #
     return grid, out
 
 
-#: Parts laid end to end for :func:`em_density`: (union grid, interval starts, densities, sizes).
-StackedParts = tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]
+#: :func:`stacked_parts`: (union grid, interval starts, densities, sizes, summed density).
+StackedParts = tuple[np.ndarray, np.ndarray, np.ndarray, list[int], np.ndarray]
 
 
 def stacked_parts(parts: list[tuple[np.ndarray, np.ndarray]]) -> StackedParts:
-    """``parts`` (interval starts, density) laid end to end, with their union grid: the input of
-    :func:`em_density`, which a caller may keep for parts that do not change."""
-    return (sorted_union(*(starts for starts, _ in parts)),
-            np.concatenate([np.asarray(st, np.int64) for st, _ in parts]),
-            np.concatenate([np.asarray(dn, np.float64) for _, dn in parts]),
-            [starts.size for starts, _ in parts])
+    """``parts`` (interval starts, density) laid end to end, with their union grid and their sum
+    on it, for :func:`em_density` (a caller keeps it for parts that do not change)."""
+    grid = sorted_union(*(starts for starts, _ in parts))
+    starts = np.concatenate([np.asarray(st, np.int64) for st, _ in parts])
+    density = np.concatenate([np.asarray(dn, np.float64) for _, dn in parts])
+    sizes = [st.size for st, _ in parts]
+    pooled = np.zeros(grid.size)
+    _add_parts(grid, starts, density, np.cumsum([0] + sizes), 0, pooled)
+    return grid, starts, density, sizes, pooled
 
 
 def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
@@ -323,32 +337,42 @@ def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
     structure resolved by one part sharpens the coarse intervals of the others (Dempster, Laird
     and Rubin 1977, for data grouped into intervals). Post-processing; O(parts × grid), in one
     compiled pass per part. ``before``: parts placed ahead of ``parts``, already
-    :func:`stacked_parts` (the same result as listing them first).
+    :func:`stacked_parts` (the same result as listing them first; their sum is read, not redone).
     """
-    grid, starts, density, sizes = before if not parts else stacked_parts(parts)
-    if before is not None and parts:
-        grid = sorted_union(before[0], grid)
-        starts, density = np.concatenate([before[1], starts]), np.concatenate([before[2], density])
-        sizes = before[3] + sizes
+    if before is None:
+        before, parts = stacked_parts(parts), []
+    grid, starts, density, sizes, pooled = before
+    if parts:
+        grid = sorted_union(grid, *(st for st, _ in parts))
+        starts = np.concatenate([starts] + [np.asarray(st, np.int64) for st, _ in parts])
+        density = np.concatenate([density] + [np.asarray(dn, np.float64) for _, dn in parts])
+        sizes = sizes + [st.size for st, _ in parts]
     offsets = np.cumsum([0] + sizes)
-    return grid, _em_step(grid, starts, density, offsets, np.int64(1) << np.int64(depth))
+    pooled = density_at(before[0], before[4], grid)  # the earlier parts' sum, in their order
+    _add_parts(grid, starts, density, offsets, len(before[3]), pooled)
+    return grid, _em_step(grid, starts, density, offsets, np.int64(1) << np.int64(depth), pooled)
 
 
 @njit(cache=True)
-def _em_step(grid, starts, density, offsets, end):  # type: ignore[no-untyped-def]
+def _add_parts(grid, starts, density, offsets, first, pooled):  # type: ignore[no-untyped-def]
+    """Add parts ``first``, ``first`` + 1, … (in that order) to ``pooled`` on the union grid."""
+    for p in range(first, offsets.size - 1):
+        i = offsets[p]
+        for g in range(grid.size):
+            while i + 1 < offsets[p + 1] and starts[i + 1] <= grid[g]:
+                i += 1
+            pooled[g] += density[i]
+
+
+@njit(cache=True)
+def _em_step(grid, starts, density, offsets, end, pooled):  # type: ignore[no-untyped-def]
     """:func:`em_density` on the union grid; part p is ``starts``/``density`` in
-    [offsets[p], offsets[p + 1]), its interval starts a sorted subset of ``grid``."""
+    [offsets[p], offsets[p + 1]), its interval starts a sorted subset of ``grid``; ``pooled``
+    their sum on the grid."""
     n = grid.size
     widths = np.empty(n, np.float64)
     for g in range(n):
         widths[g] = (grid[g + 1] if g + 1 < n else end) - grid[g]
-    pooled = np.zeros(n, np.float64)
-    for p in range(offsets.size - 1):
-        i = offsets[p]
-        for g in range(n):
-            while i + 1 < offsets[p + 1] and starts[i + 1] <= grid[g]:
-                i += 1
-            pooled[g] += density[i]
     cum = np.zeros(n + 1, np.float64)
     for g in range(n):
         cum[g + 1] = cum[g] + pooled[g] * widths[g]
