@@ -47,14 +47,9 @@ from numba import njit
 from dpsynth._types import CellIds, Counts
 from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
 from dpsynth.online.block_budget import BlockBudget
+from dpsynth.online.em import em_density, stacked_parts
 from dpsynth.online.privtree import noisy_leaf_counts
-from dpsynth.online.rounding import (
-    block_intervals,
-    em_density,
-    mass_depth,
-    stacked_parts,
-    union_grid,
-)
+from dpsynth.online.rounding import block_intervals, mass_depth, union_grid
 from dpsynth.online.steps import StepMechanism, block_of
 
 #: A node of level l holds 8^l steps.
