@@ -31,7 +31,8 @@ def stacked_parts(parts: list[tuple[np.ndarray, np.ndarray]]) -> StackedParts:
 
 
 def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
-               before: StackedParts | None = None) -> tuple[np.ndarray, np.ndarray]:
+               before: StackedParts | None = None,
+               scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(grid starts, density) of one EM step for a common density behind several histograms.
 
     ``parts`` are piecewise-constant densities (Morton interval starts at ``depth``, density per
@@ -41,14 +42,15 @@ def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
     and Rubin 1977, for data grouped into intervals). Post-processing; O(parts × grid), in one
     compiled pass per part. ``before``: parts placed ahead of ``parts``, already
     :func:`stacked_parts` (the same result as listing them first; their sum is read, not redone).
+    ``scale``: a factor on the densities of ``parts`` (not of ``before``).
     """
     if before is None:
-        before, parts = stacked_parts(parts), []
+        before, parts = stacked_parts([(st, dn * scale) for st, dn in parts]), []
     grid, starts, density, sizes, pooled = before
     if parts:
         grid = sorted_union(grid, *(st for st, _ in parts))
         starts = np.concatenate([starts] + [np.asarray(st, np.int64) for st, _ in parts])
-        density = np.concatenate([density] + [np.asarray(dn, np.float64) for _, dn in parts])
+        density = np.concatenate([density, np.concatenate([dn for _, dn in parts]) * scale])
         sizes = sizes + [st.size for st, _ in parts]
     offsets = np.cumsum([0] + sizes)
     pooled = _read_on(before[0], before[4], grid)  # the earlier parts' sum, in their order

@@ -272,7 +272,8 @@ class GuidedEngine(StepMechanism):
         cover = self._cover(b, steps)
         if size_var <= 0 or not cover:
             return size
-        leaf_var = sum(s["depths"].size * discrete_laplace_variance(s["scale"]) for s in cover)
+        leaf_var = sum(self._cached(s, -2, lambda s=s: s["depths"].size *
+                                    discrete_laplace_variance(s["scale"])) for s in cover)
         return self._pooled_size(size, size_var, sum(float(s["size"]) for s in cover), leaf_var)
 
     def _leaf_counts(self, total: int, open_size: float,
@@ -286,13 +287,12 @@ class GuidedEngine(StepMechanism):
             return 0, np.array([total], np.int64)
         depth = min(self.max_depth, max([self._blocks_depth] + [self._mass_depth(s)
                                                                 for s in cover]))
-        # each covering node scaled to the open block's size estimate (its share of it), after
-        # the closed blocks (stacked once per depth: they change only at a block's end)
+        # the closed blocks (stacked once per depth: they change only at a block's end), then
+        # each covering node scaled to the open block's size estimate (its share of it)
         closed = self._cached(self.blocks, depth, lambda: stacked_parts(
             [self._intervals(blk, depth) for blk in self.blocks])) if self.blocks else None
-        parts = [(starts, density * scale) for starts, density in
-                 (self._intervals(s, depth) for s in cover)]
-        starts, density = em_density(parts, depth, closed)  # one EM step (module docstring)
+        parts = [self._intervals(s, depth) for s in cover]
+        starts, density = em_density(parts, depth, closed, scale)  # one EM step (docstring)
         widths = np.diff(np.concatenate([starts, [1 << depth]]))
         return self._rounded(starts, widths, density, depth, total, placement_seed)
 
@@ -306,10 +306,11 @@ class GuidedEngine(StepMechanism):
         return depth, starts, widths, sum(densities)
 
     def _cached(self, summary: Any, depth: int, compute: Any) -> Any:
-        """``compute()`` for a released summary (or the list of closed blocks), once per depth.
-        The summary is held with the value, so its id is not reused while cached; the cache is
-        emptied at each block's end (and on restore), as summaries never change once released
-        and the closed blocks change only then."""
+        """``compute()`` for a released summary (or the list of closed blocks), once per depth
+        (−1: its mass depth, −2: its leaf noise variance). The summary is held with the value,
+        so its id is not reused while cached; the cache is emptied at each block's end (and on
+        restore), as summaries never change once released and the closed blocks change only
+        then."""
         key = (id(summary), depth)
         held = self._released_cache.get(key)
         if held is None:
