@@ -57,14 +57,18 @@ def test_em_step_matches_its_definition() -> None:
 
 
 def test_stacked_earlier_parts_give_the_same_bytes_as_listing_them() -> None:
-    """The closed blocks are stacked and summed once; the EM step must then be bit-for-bit the
-    step over all parts listed in order (releases are pinned by golden hashes)."""
+    """The closed blocks are stacked and summed once and the cover scaled inside; the EM step
+    must then be bit-for-bit the step over all parts listed in order, the cover's densities
+    multiplied first (releases are pinned by golden hashes)."""
     rng = np.random.default_rng(9)
     for _ in range(300):
         depth = int(rng.integers(1, 14))
         parts = [random_density(rng, depth) for _ in range(int(rng.integers(2, 10)))]
-        cut = int(rng.integers(1, len(parts) + 1))  # all parts stacked when cut == len(parts)
-        grid, density = em_density(parts, depth)
-        grid2, density2 = em_density(parts[cut:], depth, stacked_parts(parts[:cut]))
+        cut = int(rng.integers(0, len(parts) + 1))  # 0: none stacked; len: all stacked
+        scale = float(rng.choice([1.0, rng.uniform(0.1, 10.0)]))
+        listed = parts[:cut] + [(st, dn * scale) for st, dn in parts[cut:]]
+        grid, density = em_density(listed, depth)
+        before = stacked_parts(parts[:cut]) if cut else None
+        grid2, density2 = em_density(parts[cut:], depth, before, scale)
         assert grid.tobytes() == grid2.tobytes()
         assert density.tobytes() == density2.tobytes()
