@@ -15,7 +15,7 @@ from dpsynth.online.rounding import (
     sorted_union,
     systematic_runs,
 )
-from tests.support.densities import random_density
+from tests.support.densities import random_density, random_morton_partition
 
 
 def _unit_by_unit(starts, widths, before, rate, total, u) -> np.ndarray:  # type: ignore[no-untyped-def]
@@ -111,25 +111,12 @@ def test_mass_depth_of_integer_counts_matches_the_float_definition() -> None:
         assert mass_depth(block) == mass_depth({**block, "counts": counts.astype(np.float64)})
 
 
-def _morton_partition(rng: np.random.Generator, max_depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """Leaves (depths, prefixes) of a random binary partition, depth first (Morton order)."""
-    depths, prefixes, stack = [], [], [(0, 0)]
-    while stack:
-        k, prefix = stack.pop()
-        if k < max_depth and rng.random() < 0.6 ** (k / 3):
-            stack += [(k + 1, 2 * prefix + 1), (k + 1, 2 * prefix)]
-        else:
-            depths.append(k)
-            prefixes.append(prefix)
-    return np.array(depths, np.int64), np.array(prefixes, np.uint64)
-
-
 def test_block_intervals_of_whole_counts_match_the_float_path() -> None:
     """Integer counts take a compiled pass (when no leaf is cut): the same bytes as the numpy
     pass over the same counts as floats, at depths that cut leaves and depths that do not."""
     rng = np.random.default_rng(13)
     for _ in range(300):
-        depths, prefixes = _morton_partition(rng, 16)
+        depths, prefixes = random_morton_partition(rng, 16)
         counts = rng.integers(-3, 40, depths.size)
         block = {"depths": depths, "prefixes": prefixes, "counts": counts,
                  "size": float(rng.uniform(-5, 500)), "floor": float(rng.choice([0.0, 1.0, 2.5]))}

@@ -256,8 +256,8 @@ class GuidedEngine(StepMechanism):
         depths, prefixes = _partition(starts.astype(np.float64), density,
                                       widths.astype(np.float64), depth, split_threshold(epsilon),
                                       self.d, self.max_depth)
-        counts = noisy_leaf_counts(np.sort(records), None, depths, prefixes, epsilon,
-                                   self._noise, context, address_depth=self.max_depth)  # P16
+        counts = noisy_leaf_counts(records, None, depths, prefixes, epsilon, self._noise,
+                                   context, address_depth=self.max_depth)  # privacy: P16
         floor = self._floor_scales / epsilon
         kept = float(np.where(counts > floor, counts, 0).sum())
         return {"depths": depths, "prefixes": prefixes, "counts": counts,
