@@ -74,6 +74,7 @@ def _decay(scale: float) -> float:
 
 @lru_cache(maxsize=4096)  # read per summary at every release: once per distinct scale
 def _decay_at(sigma: Fraction) -> float:
+    """:func:`_decay` of an effective scale."""
     return math.exp(-float(sigma.denominator) / float(sigma.numerator))
 
 
