@@ -20,6 +20,7 @@ from dpsynth.online.privtree import (
     privtree_path_loss,
 )
 from dpsynth.tree import route
+from tests.support.densities import random_morton_partition
 
 KEY = bytes(range(32))
 
@@ -225,3 +226,20 @@ def test_compiled_descent_matches_the_level_wise_algorithm(stride: int) -> None:
         want = _reference_leaves(cells, weights, params, noise, ("t", trial), depth)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_counts_of_unsorted_records_on_a_morton_partition_match_the_histogram_path() -> None:
+    """``weights=None`` (guided: the records as they came, leaves in Morton order) gives the
+    same noisy counts as the sorted histogram of the same records."""
+    rng = np.random.default_rng(14)
+    noise = KeyedNoise(KEY)
+    for _ in range(200):
+        depths, prefixes = random_morton_partition(rng, 12)
+        records = rng.integers(0, 1 << 12, int(rng.integers(0, 400))).astype(np.uint64)
+        cells, weights = np.unique(records, return_counts=True)
+        want = noisy_leaf_counts(cells, weights, depths, prefixes, 0.7, noise, ("t",),
+                                 address_depth=12)
+        got = noisy_leaf_counts(records, None, depths, prefixes, 0.7, noise, ("t",),
+                                address_depth=12)
+        assert got.tolist() == want.tolist()
+

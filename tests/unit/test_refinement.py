@@ -53,15 +53,15 @@ def test_refinement_is_paid_only_from_REFINE_FROM_and_its_budget_sums_to_the_sum
     from it, ε_s = REFINE_SHARE·ε pays a PrivTree whose leaves are those drawn at the
     summary's split addresses, and the counts get the rest: ε_s + ε_c = ε (P16)."""
     assert REFINE_FROM > 0.9 * 16 and refine_share(REFINE_FROM - 1e-9) == 0.0
-    cells = np.unique(route(np.random.default_rng(5).random((300, 1)), depth=20))
-    weights = np.ones(cells.size, np.int64)
+    records = route(np.random.default_rng(5).random((300, 1)), depth=20)
+    cells, weights = np.unique(records, return_counts=True)
     guided = guided_partition(np.array([0]), np.array([300.0]), 0, 1e-3, 1, 20)
     noise = KeyedNoise(KEY)
-    depths, prefixes, counts_eps = refined_partition(cells, weights, *guided, 14.4, noise,
+    depths, prefixes, counts_eps = refined_partition(records, *guided, 14.4, noise,
                                                      ("c",), max_depth=20)
     assert counts_eps == 14.4 and depths is guided[0] and prefixes is guided[1]
     epsilon = 2 * REFINE_FROM
-    depths, prefixes, counts_eps = refined_partition(cells, weights, *guided, epsilon, noise,
+    depths, prefixes, counts_eps = refined_partition(records, *guided, epsilon, noise,
                                                      ("c",), max_depth=20)
     structure = REFINE_SHARE * epsilon
     assert counts_eps + structure == pytest.approx(epsilon)

@@ -8,21 +8,14 @@ import pytest
 from dpsynth.online.rounding import (
     block_intervals,
     density_at,
-    em_density,
     empty_shape,
     fold_refined,
+    mass_depth,
     runs_capacity,
     sorted_union,
     systematic_runs,
 )
-
-
-def _random_density(rng: np.random.Generator, depth: int) -> tuple[np.ndarray, np.ndarray]:
-    k = int(rng.integers(1, min(40, 1 << depth) + 1))
-    starts = np.sort(rng.choice(1 << depth, k, replace=False)).astype(np.int64)
-    starts[0] = 0
-    density = rng.exponential(1.0, k) * (rng.random(k) < 0.7) * 10 ** rng.uniform(-3, 2)
-    return starts, density
+from tests.support.densities import random_density, random_morton_partition
 
 
 def _unit_by_unit(starts, widths, before, rate, total, u) -> np.ndarray:  # type: ignore[no-untyped-def]
@@ -42,7 +35,7 @@ def test_systematic_runs_place_every_unit_where_the_definition_does() -> None:
     rng = np.random.default_rng(0)
     for _ in range(300):
         depth = int(rng.integers(1, 12))
-        starts, density = _random_density(rng, depth)
+        starts, density = random_density(rng, depth)
         if density.sum() == 0:
             density[0] = 1.0
         widths = np.diff(np.concatenate([starts, [1 << depth]]))
@@ -82,9 +75,9 @@ def test_fold_spreads_each_leaf_like_the_reference_exactly_as_specified() -> Non
     rng = np.random.default_rng(1)
     depth = 10
     for _ in range(200):
-        shape = _random_density(rng, depth) if rng.random() < 0.7 else empty_shape()
-        reference = _random_density(rng, depth)
-        leaf_starts, leaf_density = _random_density(rng, depth)
+        shape = random_density(rng, depth) if rng.random() < 0.7 else empty_shape()
+        reference = random_density(rng, depth)
+        leaf_starts, leaf_density = random_density(rng, depth)
         leaf_depths = np.full(leaf_starts.size, depth, np.int64)
         summary = {"depths": leaf_depths, "prefixes": leaf_starts.astype(np.uint64),
                    "counts": leaf_density, "size": float(leaf_density.sum())}
@@ -94,47 +87,40 @@ def test_fold_spreads_each_leaf_like_the_reference_exactly_as_specified() -> Non
         np.testing.assert_array_equal(got[1], want[1])  # same arithmetic, same bits
 
 
-def test_em_step_keeps_each_parts_mass_in_each_of_its_intervals() -> None:
-    """One EM step only moves mass *inside* the intervals of each part: a part's interval mass
-    is preserved, so a fresh coarse summary still decides where its records are."""
-    rng = np.random.default_rng(2)
-    depth = 8
-    parts = [_random_density(rng, depth) for _ in range(4)]
-    for _, density in parts:
-        density[0] += 1.0  # every part holds mass
-    grid, density = em_density(parts, depth)
-    widths = np.diff(np.concatenate([grid, [1 << depth]]))
-    total = sum(float((d * np.diff(np.concatenate([s, [1 << depth]]))).sum()) for s, d in parts)
-    assert (density * widths).sum() == pytest.approx(total)
-    one = [parts[0]]
-    g1, d1 = em_density(one, depth)  # a single part is its own fixed point
-    np.testing.assert_allclose(density_at(g1, d1, parts[0][0]), parts[0][1])
+def test_sorted_union_is_the_unique_of_the_concatenation_on_both_paths() -> None:
+    """Small non-negative int64 ranges are marked in a table, anything else sorted: the same
+    array either way (dtype included)."""
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        span = int(rng.choice([4, 64, 1 << 12, 1 << 40]))
+        dtype = np.int64 if rng.random() < 0.8 else np.uint64
+        arrays = [np.unique(rng.integers(0, span, int(rng.integers(1, 50)))).astype(dtype)
+                  for _ in range(int(rng.integers(1, 6)))]
+        got, want = sorted_union(*arrays), np.unique(np.concatenate(arrays))
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
 
 
-def _em_reference(parts, depth):  # type: ignore[no-untyped-def]
-    """One EM step by its definition, in numpy (the code before the compiled pass)."""
-    grid = sorted_union(*(starts for starts, _ in parts))
-    widths = np.diff(np.concatenate([grid, [1 << depth]]))
-    pooled = sum(density_at(starts, density, grid) for starts, density in parts)
-    cum = np.concatenate([[0.0], np.cumsum(pooled * widths)])
-    out = np.zeros(grid.size)
-    for starts, density in parts:
-        first = np.searchsorted(grid, starts)
-        last = np.concatenate([first[1:], [grid.size]])
-        mass = density * np.diff(np.concatenate([starts, [1 << depth]]))
-        inside = cum[last] - cum[first]
-        leaf = np.searchsorted(starts, grid, side="right") - 1
-        ratio = np.divide(mass, inside, out=np.zeros(mass.size), where=inside > 0)
-        out += np.where(inside[leaf] > 0, pooled * ratio[leaf], density[leaf])
-    return grid, out
+def test_mass_depth_of_integer_counts_matches_the_float_definition() -> None:
+    """Whole counts take a compiled pass; it must pick the depth the float sums pick."""
+    rng = np.random.default_rng(12)
+    for _ in range(300):
+        n = int(rng.integers(1, 80))
+        counts = rng.integers(-5, 50, n) * (rng.random(n) < 0.8)
+        counts[rng.random(n) < 0.05] = int(rng.integers(1000, 10**6))
+        block = {"counts": counts, "depths": rng.integers(0, 30, n)}
+        assert mass_depth(block) == mass_depth({**block, "counts": counts.astype(np.float64)})
 
 
-def test_em_step_matches_its_definition() -> None:
-    rng = np.random.default_rng(5)
-    for _ in range(200):
-        depth = int(rng.integers(1, 12))
-        parts = [_random_density(rng, depth) for _ in range(int(rng.integers(1, 9)))]
-        grid, density = em_density(parts, depth)
-        want_grid, want = _em_reference(parts, depth)
-        assert (grid == want_grid).all()
-        np.testing.assert_allclose(density, want, rtol=1e-12, atol=1e-300)
+def test_block_intervals_of_whole_counts_match_the_float_path() -> None:
+    """Integer counts take a compiled pass (when no leaf is cut): the same bytes as the numpy
+    pass over the same counts as floats, at depths that cut leaves and depths that do not."""
+    rng = np.random.default_rng(13)
+    for _ in range(300):
+        depths, prefixes = random_morton_partition(rng, 16)
+        counts = rng.integers(-3, 40, depths.size)
+        block = {"depths": depths, "prefixes": prefixes, "counts": counts,
+                 "size": float(rng.uniform(-5, 500)), "floor": float(rng.choice([0.0, 1.0, 2.5]))}
+        for depth in (int(depths.max()), int(rng.integers(0, 17))):
+            got = block_intervals(block, depth)
+            want = block_intervals({**block, "counts": counts.astype(np.float64)}, depth)
+            assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()

@@ -69,7 +69,12 @@ def discrete_laplace_mean_abs(scale: float) -> float:
 
 def _decay(scale: float) -> float:
     """p = exp(−1/σ) of Lap_Z(σ) at the effective scale σ (P(Z = z) ∝ p^|z|)."""
-    sigma = effective_scale(scale)
+    return _decay_at(effective_scale(scale))
+
+
+@lru_cache(maxsize=4096)  # read per summary at every release: once per distinct scale
+def _decay_at(sigma: Fraction) -> float:
+    """:func:`_decay` of an effective scale."""
     return math.exp(-float(sigma.denominator) / float(sigma.numerator))
 
 

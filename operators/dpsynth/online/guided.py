@@ -54,9 +54,10 @@ from numba import njit
 from dpsynth._types import CellIds, Counts
 from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
 from dpsynth.online.block_budget import BlockBudget
+from dpsynth.online.em import em_density, stacked_parts
 from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.refinement import refined_partition
-from dpsynth.online.rounding import block_intervals, em_density, mass_depth, union_grid
+from dpsynth.online.rounding import block_intervals, mass_depth, union_grid
 from dpsynth.online.steps import StepMechanism, block_of
 
 #: A node of level l holds 8^l steps.
@@ -109,8 +110,7 @@ def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, thresh
     """
     starts = np.asarray(starts, dtype=np.float64)
     widths = np.diff(np.concatenate([starts, [float(1 << depth)]]))
-    cum = np.concatenate([[0.0], np.cumsum(density * widths)])
-    return _partition(starts, np.asarray(density, np.float64), cum, depth, threshold, d,
+    return _partition(starts, np.asarray(density, np.float64), widths, depth, threshold, d,
                       max_depth)
 
 
@@ -122,8 +122,11 @@ def _mass_below(starts, density, cum, x):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _partition(starts, density, cum, depth, threshold, d, max_depth):  # type: ignore[no-untyped-def]
+def _partition(starts, density, widths, depth, threshold, d, max_depth):  # type: ignore[no-untyped-def]
     """:func:`guided_partition` depth first, so the leaves come out in Morton order."""
+    cum = np.zeros(starts.size + 1, np.float64)  # the guide's mass before each interval
+    for i in range(starts.size):
+        cum[i + 1] = cum[i] + density[i] * widths[i]
     depths = np.empty(64, np.int64)
     prefixes = np.empty(64, np.uint64)
     n = 0
@@ -248,7 +251,7 @@ class GuidedEngine(StepMechanism):
         large ``epsilon`` by a PrivTree paid from it (privacy: P16); without guides, a uniform
         guide of the public size or of ``expected`` (a released noisy size)."""
         public = float(records.size) if self.budget.neighbours == "replace" else None
-        starts, depth = np.zeros(1, np.int64), 0
+        starts, widths, depth = np.zeros(1, np.int64), np.ones(1), 0
         density = np.array([public if public is not None else expected])
         if guides:
             depth, starts, widths, density = self._pooled(guides)
@@ -258,13 +261,12 @@ class GuidedEngine(StepMechanism):
             # a uniform prior: where the guide saw nothing the records of this summary may
             # still be (a stream that moves); as ε grows every region is split finely
             density = density + UNIFORM_PRIOR * mass / float(1 << depth)
-        depths, prefixes = guided_partition(starts, density, depth, split_threshold(epsilon),
-                                            self.d, self.max_depth)
-        cells, weights = np.unique(records, return_counts=True)
+        depths, prefixes = _partition(starts.astype(np.float64), density,
+                                      widths.astype(np.float64), depth, split_threshold(epsilon),
+                                      self.d, self.max_depth)
         depths, prefixes, epsilon = refined_partition(  # paid for at large ε only (P16)
-            cells, weights, depths, prefixes, epsilon, self._noise, context,
-            max_depth=self.max_depth)
-        counts = noisy_leaf_counts(cells, weights, depths, prefixes, epsilon, self._noise,
+            records, depths, prefixes, epsilon, self._noise, context, max_depth=self.max_depth)
+        counts = noisy_leaf_counts(records, None, depths, prefixes, epsilon, self._noise,
                                    context, address_depth=self.max_depth)  # privacy: P16
         floor = self._floor_scales / epsilon
         kept = float(np.where(counts > floor, counts, 0).sum())
@@ -280,7 +282,8 @@ class GuidedEngine(StepMechanism):
         cover = self._cover(b, steps)
         if size_var <= 0 or not cover:
             return size
-        leaf_var = sum(s["depths"].size * discrete_laplace_variance(s["scale"]) for s in cover)
+        leaf_var = sum(self._cached(s, -2, lambda s=s: s["depths"].size *
+                                    discrete_laplace_variance(s["scale"])) for s in cover)
         return self._pooled_size(size, size_var, sum(float(s["size"]) for s in cover), leaf_var)
 
     def _leaf_counts(self, total: int, open_size: float,
@@ -294,11 +297,12 @@ class GuidedEngine(StepMechanism):
             return 0, np.array([total], np.int64)
         depth = min(self.max_depth, max([self._blocks_depth] + [self._mass_depth(s)
                                                                 for s in cover]))
+        # the closed blocks (stacked once per depth: they change only at a block's end), then
         # each covering node scaled to the open block's size estimate (its share of it)
-        parts = [self._intervals(blk, depth) for blk in self.blocks] + [
-            (starts, density * scale) for starts, density in
-            (self._intervals(s, depth) for s in cover)]
-        starts, density = em_density(parts, depth)  # one EM step (module docstring)
+        closed = self._cached(self.blocks, depth, lambda: stacked_parts(
+            [self._intervals(blk, depth) for blk in self.blocks])) if self.blocks else None
+        parts = [self._intervals(s, depth) for s in cover]
+        starts, density = em_density(parts, depth, closed, scale)  # one EM step (docstring)
         widths = np.diff(np.concatenate([starts, [1 << depth]]))
         return self._rounded(starts, widths, density, depth, total, placement_seed)
 
@@ -311,14 +315,17 @@ class GuidedEngine(StepMechanism):
                                                depth)
         return depth, starts, widths, sum(densities)
 
-    def _cached(self, summary: dict[str, Any], depth: int, compute: Any) -> Any:
-        """``compute()`` for a released summary, once per depth. The summary is held with the
-        value, so its id is not reused while cached; the cache is emptied at each block's end
-        (and on restore), as summaries never change once released."""
+    def _cached(self, summary: Any, depth: int, compute: Any) -> Any:
+        """``compute()`` for a released summary (or the list of closed blocks), once per depth
+        (−1: its mass depth, −2: its leaf noise variance). The summary is held with the value,
+        so its id is not reused while cached; the cache is emptied at each block's end (and on
+        restore), as summaries never change once released and the closed blocks change only
+        then."""
         key = (id(summary), depth)
-        if key not in self._released_cache:
-            self._released_cache[key] = (summary, compute())
-        return self._released_cache[key][1]
+        held = self._released_cache.get(key)
+        if held is None:
+            held = self._released_cache[key] = (summary, compute())
+        return held[1]
 
     def _mass_depth(self, summary: dict[str, Any]) -> int:
         """:func:`mass_depth` of a released summary (cached)."""

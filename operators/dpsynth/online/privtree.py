@@ -189,20 +189,23 @@ def privtree_params(
 
 
 def _cumulative(weights: Counts) -> Counts:
-    """Prefix sums [0, w_0, w_0 + w_1, …] of leaf weights, for :func:`_node_counts`."""
+    """Prefix sums [0, w_0, w_0 + w_1, …] of leaf weights, for :func:`_leaf_true_counts`."""
     cum = np.zeros(len(weights) + 1, np.int64)
     np.cumsum(weights, out=cum[1:])
     return cum
 
 
-def _node_counts(cells: CellIds, cum: Counts, prefixes: CellIds, depth: int,
-                 max_depth: int) -> Counts:
-    """Record counts of the nodes ``prefixes`` of ``depth``, from sorted leaf addresses and
-    the prefix sums of their weights."""
-    shift = np.uint64(max_depth - depth)
-    lo = np.searchsorted(cells, prefixes << shift, side="left")
-    hi = np.searchsorted(cells, (prefixes + np.uint64(1)) << shift, side="left")
-    return cum[hi] - cum[lo]
+@njit(cache=True)
+def _leaf_true_counts(cells, cum, depths, prefixes, address_depth):  # type: ignore[no-untyped-def]
+    """Record counts of the leaves (``depths``, ``prefixes``; any order), from sorted addresses
+    and the prefix sums of their weights, in one compiled pass (two binary searches a leaf)."""
+    out = np.empty(depths.size, np.int64)
+    for j in range(depths.size):
+        shift = np.uint64(address_depth - depths[j])
+        lo = np.searchsorted(cells, prefixes[j] << shift)
+        hi = np.searchsorted(cells, (prefixes[j] + np.uint64(1)) << shift)
+        out[j] = cum[hi] - cum[lo]
+    return out
 
 
 def privtree_leaves(
@@ -300,7 +303,7 @@ def _descend(key, t, s, cells, cum, address_depth, max_depth, stride,  # type: i
 
 def noisy_leaf_counts(
     cells: CellIds,
-    weights: Counts,
+    weights: Counts | None,
     depths: np.ndarray,
     prefixes: CellIds,
     epsilon: float,
@@ -309,14 +312,36 @@ def noisy_leaf_counts(
     *,
     address_depth: int,
 ) -> Counts:
-    """c(leaf) + Lap_Z(1/ε_c) per leaf: ε_c-DP, since a record lies in exactly one leaf."""
+    """c(leaf) + Lap_Z(1/ε_c) per leaf: ε_c-DP, since a record lies in exactly one leaf.
+
+    ``cells``: sorted addresses at ``address_depth`` and ``weights`` their record counts (leaves
+    in any order); or, with ``weights`` None, the records themselves in any order and leaves
+    that partition the cube in Morton order (guided's: no sort of the records).
+    """
     cells = np.asarray(cells, dtype=np.uint64)
-    cum = _cumulative(np.asarray(weights, dtype=np.int64))
-    true = np.zeros(depths.size, dtype=np.int64)
-    for k in np.unique(depths):
-        at = depths == k
-        true[at] = _node_counts(cells, cum, prefixes[at], int(k), address_depth)
+    depths, prefixes = np.asarray(depths, np.int64), np.asarray(prefixes, np.uint64)
+    true = (_records_per_leaf(cells, depths, prefixes, address_depth) if weights is None else
+            _leaf_true_counts(cells, _cumulative(np.asarray(weights, dtype=np.int64)), depths,
+                              prefixes, address_depth))
     return _with_leaf_noise(true, depths, prefixes, epsilon, noise, context)
+
+
+@njit(cache=True)
+def _records_per_leaf(records, depths, prefixes, address_depth):  # type: ignore[no-untyped-def]
+    """Records per leaf of a partition in Morton order: a branch-free binary search of each
+    record among the leaves' first addresses (faster than sorting the records)."""
+    starts = np.empty(depths.size, np.uint64)
+    for j in range(depths.size):
+        starts[j] = prefixes[j] << np.uint64(address_depth - depths[j])
+    counts = np.zeros(depths.size, np.int64)
+    for r in records:
+        lo, n = 0, depths.size
+        while n > 1:
+            half = n >> 1
+            lo += half * (starts[lo + half] <= r)
+            n -= half
+        counts[lo] += 1
+    return counts
 
 
 def _with_leaf_noise(true: Counts, depths: np.ndarray, prefixes: CellIds, epsilon: float,

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dpsynth._types import CellIds, Counts
+from dpsynth._types import CellIds
 from dpsynth.noise import KeyedNoise
 from dpsynth.online.privtree import privtree_leaves, privtree_params
 
@@ -68,17 +68,18 @@ def common_refinement(depths_a: np.ndarray, prefixes_a: CellIds, depths_b: np.nd
     return depths, starts >> (top - depths.astype(np.uint64))
 
 
-def refined_partition(cells: CellIds, weights: Counts, depths: np.ndarray, prefixes: CellIds,
+def refined_partition(records: CellIds, depths: np.ndarray, prefixes: CellIds,
                       epsilon: float, noise: KeyedNoise, context: Sequence[int | str], *,
                       max_depth: int) -> tuple[np.ndarray, CellIds, float]:
     """(depths, prefixes, ε left for the counts) of a summary at ``epsilon`` whose guided
     partition is (``depths``, ``prefixes``): unchanged below :data:`REFINE_FROM`, else refined
-    by a PrivTree at ε_s = :func:`refine_share` · ε over the summary's records (``cells``
-    sorted distinct addresses at ``max_depth``, ``weights`` their counts; decision noise at
-    (context + ("split",), prefix, depth); privacy: P16)."""
+    by a PrivTree at ε_s = :func:`refine_share` · ε over the summary's ``records`` (addresses
+    at ``max_depth``, any order; decision noise at (context + ("split",), prefix, depth);
+    privacy: P16)."""
     structure = refine_share(epsilon) * epsilon
     if structure == 0.0:
         return depths, prefixes, epsilon
+    cells, weights = np.unique(np.asarray(records, np.uint64), return_counts=True)
     params = privtree_params(structure, max_depth=max_depth)
     tree_depths, tree_prefixes = privtree_leaves(cells, weights, params, noise, context,
                                                  address_depth=max_depth)  # privacy: P10

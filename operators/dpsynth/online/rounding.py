@@ -67,15 +67,28 @@ def systematic_runs(starts, widths, before, rate, total, u, cells, values):  # t
     return n
 
 
+@njit(cache=True)
 def runs_capacity(widths: np.ndarray, before: np.ndarray, total: int) -> int:
     """An upper bound on the runs :func:`systematic_runs` writes: interval i receives at most
     ⌊F_{i+1} − F_i⌋ + 1 units (one more for rounding of F) and occupies at most min(units,
     width) cells. Within about two runs per interval of the count, so the buffers are kept
     as they are instead of copied (at t = 10⁶ a copy of the ≈ 1.4·10⁵ runs cost a third of
-    the pass)."""
-    spans = np.diff(np.append(before, float(total)))
-    bound = np.minimum(widths, np.floor(np.maximum(spans, 0.0)) + 2.0).sum()
-    return int(min(total, bound))
+    the pass). Compiled; the terms are whole numbers, so their sum is exact in any order."""
+    bound = 0.0
+    for i in range(before.size):
+        span = (before[i + 1] if i + 1 < before.size else float(total)) - before[i]
+        bound += min(float(widths[i]), np.floor(max(span, 0.0)) + 2.0)
+    return np.int64(min(float(total), bound))
+
+
+@njit(cache=True)
+def _scaled_before(mass, scale):  # type: ignore[no-untyped-def]
+    """F at interval starts: scale · Σ_{j<i} mass_j, summed in order (as ``np.cumsum``)."""
+    before, running = np.empty(mass.size, np.float64), 0.0
+    for i in range(mass.size):
+        before[i] = running * scale
+        running += mass[i]
+    return before
 
 
 _ORIGIN = np.zeros(1, np.uint64)  # the rounding's one address (stream 0, event 0), pre-typed
@@ -97,10 +110,11 @@ def round_density(starts: np.ndarray, widths: np.ndarray, density: np.ndarray, d
     uniform keyed by the placement seed and the step (post-processing, P6). An empty density
     puts every unit in the one cell of depth 0."""
     mass = density * widths
-    if mass.sum() <= 0:
+    mass_sum = mass.sum()
+    if mass_sum <= 0:
         return 0, np.zeros(1, np.int64), np.array([total], np.int64)
-    scale = total / mass.sum()
-    before = np.concatenate([[0.0], np.cumsum(mass)[:-1]]) * scale  # F at interval starts
+    scale = total / mass_sum
+    before = _scaled_before(mass, scale)  # F at interval starts
     u = _placement_noise(placement_seed).uniform_at(("round", step), _ORIGIN, 0)[0] - 2.0**-53
     capacity = runs_capacity(widths, before, total)
     cells, values = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
@@ -112,11 +126,25 @@ def round_density(starts: np.ndarray, widths: np.ndarray, density: np.ndarray, d
 
 def sorted_union(*arrays: np.ndarray) -> np.ndarray:
     """The sorted distinct values of the arrays (``np.unique`` of their concatenation; a stable
-    sort merges sorted runs, many times faster than ``np.unique`` on these sizes)."""
-    values = np.sort(np.concatenate(arrays), kind="stable")
+    sort merges sorted runs, many times faster than ``np.unique`` on these sizes; integers
+    in a range no wider than 8 values per input value are marked in a table instead)."""
+    values = np.concatenate(arrays)
+    if values.dtype == np.int64 and 0 < values.size and 0 <= values.min() and \
+            values.max() < 8 * values.size:
+        return _marked(values)
+    values = np.sort(values, kind="stable")
     keep = np.ones(values.size, bool)
     np.not_equal(values[1:], values[:-1], out=keep[1:])
     return values[keep]
+
+
+@njit(cache=True)
+def _marked(values):  # type: ignore[no-untyped-def]
+    """The sorted distinct values of non-negative integers, by a table of their range."""
+    seen = np.zeros(values.max() + 1, np.bool_)
+    for v in values:
+        seen[v] = True
+    return np.flatnonzero(seen).astype(np.int64)
 
 
 def block_intervals(block: dict[str, Any], depth: int,
@@ -128,13 +156,20 @@ def block_intervals(block: dict[str, Any], depth: int,
     """
     raw = block["counts"]
     floor = float(block.get("floor", floor))  # step summaries carry their own noise floor
+    depths = np.asarray(block["depths"], np.int64)
+    prefixes = np.asarray(block["prefixes"], np.uint64)
+    size = max(float(block["size"]), 0.0)
+    if raw.dtype == np.int64:  # whole counts: exact sums, so one compiled pass
+        starts, density, merged = _whole_intervals(raw, floor, size, depths, prefixes, depth)
+        if not merged:
+            return starts, density
     counts = np.where(raw > floor, raw, 0).astype(np.float64)  # floor 0: clip negatives
     if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
-        counts *= max(float(block["size"]), 0.0) / counts.sum()
-    leaf_depths = np.minimum(block["depths"], depth)
-    prefixes = block["prefixes"] >> (block["depths"] - leaf_depths).astype(np.uint64)
-    starts = (prefixes << (depth - leaf_depths).astype(np.uint64)).astype(np.int64)
-    if starts.size > 1 and (starts[1:] >= starts[:-1]).all():  # leaves in Morton order: runs
+        counts *= size / counts.sum()
+    starts, increasing = _leaf_starts(depths, prefixes, depth)
+    if increasing:  # Morton order, none merged (guided's leaves): each its own interval
+        mass = counts
+    elif (starts[1:] >= starts[:-1]).all():  # leaves in Morton order: runs
         first = np.flatnonzero(np.concatenate([[True], starts[1:] != starts[:-1]]))
         starts, mass = starts[first], np.add.reduceat(counts, first)
     else:
@@ -142,6 +177,38 @@ def block_intervals(block: dict[str, Any], depth: int,
         mass = np.bincount(inverse, weights=counts, minlength=starts.size)
     widths = np.diff(np.concatenate([starts, [1 << depth]]))
     return starts, mass / widths
+
+
+@njit(cache=True)
+def _leaf_starts(depths, prefixes, depth):  # type: ignore[no-untyped-def]
+    """(each leaf's first cell at ``depth``, deeper leaves cut there; are they increasing)."""
+    starts = np.empty(depths.size, np.int64)
+    increasing = True
+    for j in range(depths.size):
+        k = min(depths[j], depth)
+        cut = prefixes[j] >> np.uint64(depths[j] - k)
+        starts[j] = np.int64(cut << np.uint64(depth - k))
+        increasing = increasing and (j == 0 or starts[j] > starts[j - 1])
+    return starts, increasing
+
+
+@njit(cache=True)
+def _whole_intervals(raw, floor, size, depths, prefixes, depth):  # type: ignore[no-untyped-def]
+    """:func:`block_intervals` of integer counts whose leaves need no merge (the float sum of
+    whole counts is exact, the rest elementwise: the same bytes); ``merged`` if some must."""
+    starts, increasing = _leaf_starts(depths, prefixes, depth)
+    counts = np.empty(raw.size, np.float64)
+    if not increasing:
+        return starts, counts, True
+    total = 0.0
+    for j in range(raw.size):
+        counts[j] = float(raw[j]) if raw[j] > floor else 0.0
+        total += counts[j]
+    factor = size / total if total > 0 else 1.0
+    for j in range(raw.size):
+        end = starts[j + 1] if j + 1 < raw.size else np.int64(1) << np.int64(depth)
+        counts[j] = (counts[j] * factor if total > 0 else counts[j]) / float(end - starts[j])
+    return starts, counts, False
 
 
 def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
@@ -152,13 +219,35 @@ def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
     a stray deep leaf does not force a 2^20-cell release. Leaves with real mass (a dense venue)
     hold far more than 0.1 % and keep their depth.
     """
-    mass = np.maximum(block["counts"], 0).astype(np.float64)
+    counts = np.asarray(block["counts"])
+    if counts.dtype.kind in "iu":  # whole counts: exact sums in one compiled pass
+        return int(_integer_mass_depth(counts.astype(np.int64), block["depths"], share))
+    mass = np.maximum(counts, 0).astype(np.float64)
     total = mass.sum()
     if total <= 0:
         return 0
     by_depth = np.bincount(block["depths"], weights=mass)
     deeper = total - np.cumsum(by_depth)  # mass strictly below each depth
     return int(np.flatnonzero(deeper <= share * total)[0])
+
+
+@njit(cache=True)
+def _integer_mass_depth(counts, depths, share):  # type: ignore[no-untyped-def]
+    """:func:`mass_depth` of integer counts (the same comparisons, on exact integer sums)."""
+    by_depth = np.zeros(depths.max() + 1 if depths.size else 1, np.int64)
+    total = 0
+    for i in range(counts.size):
+        if counts[i] > 0:
+            by_depth[depths[i]] += counts[i]
+            total += counts[i]
+    if total <= 0:
+        return 0
+    above = 0  # mass at depths ≤ k
+    for k in range(by_depth.size):
+        above += by_depth[k]
+        if float(total - above) <= share * float(total):
+            return k
+    return by_depth.size - 1
 
 
 def pooled_intervals(
@@ -181,6 +270,9 @@ def union_grid(parts: list[tuple[np.ndarray, np.ndarray]], depth: int
                ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """(union interval starts, widths, each part's density on them) of piecewise-constant
     densities at ``depth`` (interval starts, density per cell)."""
+    if len(parts) == 1:  # its own grid (starts sorted and distinct)
+        starts, density = parts[0]
+        return starts, np.diff(np.concatenate([starts, [1 << depth]])), [density]
     starts = sorted_union(*(s for s, _ in parts))
     widths = np.diff(np.concatenate([starts, [1 << depth]]))
     return starts, widths, [density_at(s, dens, starts) for s, dens in parts]
@@ -256,61 +348,6 @@ def _fold(shape_starts, shape_density, leaf_starts, leaf_density, ref_starts,  #
         else:
             out[g] += leaf_density[i]
     return grid, out
-
-
-def em_density(parts: list[tuple[np.ndarray, np.ndarray]],
-               depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """(grid starts, density) of one EM step for a common density behind several histograms.
-
-    ``parts`` are piecewise-constant densities (Morton interval starts at ``depth``, density per
-    cell), each a partition of the cube. Their sum P is the first estimate; the step spreads each
-    part's mass inside each of its intervals like P (uniformly where P has none there), so
-    structure resolved by one part sharpens the coarse intervals of the others (Dempster, Laird
-    and Rubin 1977, for data grouped into intervals). Post-processing; O(parts × grid), in one
-    compiled pass per part.
-    """
-    grid = sorted_union(*(starts for starts, _ in parts))
-    offsets = np.cumsum([0] + [starts.size for starts, _ in parts])
-    all_starts = np.concatenate([np.asarray(st, np.int64) for st, _ in parts])
-    all_density = np.concatenate([np.asarray(dn, np.float64) for _, dn in parts])
-    return grid, _em_step(grid, all_starts, all_density, offsets, np.int64(1) << np.int64(depth))
-
-
-@njit(cache=True)
-def _em_step(grid, starts, density, offsets, end):  # type: ignore[no-untyped-def]
-    """:func:`em_density` on the union grid; part p is ``starts``/``density`` in
-    [offsets[p], offsets[p + 1]), its interval starts a sorted subset of ``grid``."""
-    n = grid.size
-    widths = np.empty(n, np.float64)
-    for g in range(n):
-        widths[g] = (grid[g + 1] if g + 1 < n else end) - grid[g]
-    pooled = np.zeros(n, np.float64)
-    for p in range(offsets.size - 1):
-        i = offsets[p]
-        for g in range(n):
-            while i + 1 < offsets[p + 1] and starts[i + 1] <= grid[g]:
-                i += 1
-            pooled[g] += density[i]
-    cum = np.zeros(n + 1, np.float64)
-    for g in range(n):
-        cum[g + 1] = cum[g] + pooled[g] * widths[g]
-    out = np.zeros(n, np.float64)
-    for p in range(offsets.size - 1):
-        g = 0
-        for i in range(offsets[p], offsets[p + 1]):
-            first = g
-            stop = starts[i + 1] if i + 1 < offsets[p + 1] else end
-            while g < n and grid[g] < stop:
-                g += 1
-            inside = cum[g] - cum[first]  # P's mass in this interval of the part
-            if inside > 0:
-                ratio = density[i] * (stop - starts[i]) / inside
-                for k in range(first, g):
-                    out[k] += pooled[k] * ratio
-            else:
-                for k in range(first, g):
-                    out[k] += density[i]
-    return out
 
 
 def empty_shape() -> tuple[np.ndarray, np.ndarray]:

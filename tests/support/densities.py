@@ -1,0 +1,28 @@
+"""Random piecewise-constant densities and partitions on Morton intervals (test inputs)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def random_density(rng: np.random.Generator, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Up to 40 intervals at ``depth`` (the first at 0), densities over five decades, 30 % zero."""
+    k = int(rng.integers(1, min(40, 1 << depth) + 1))
+    starts = np.sort(rng.choice(1 << depth, k, replace=False)).astype(np.int64)
+    starts[0] = 0
+    density = rng.exponential(1.0, k) * (rng.random(k) < 0.7) * 10 ** rng.uniform(-3, 2)
+    return starts, density
+
+
+def random_morton_partition(rng: np.random.Generator,
+                            max_depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Leaves (depths, prefixes) of a random binary partition, depth first (Morton order)."""
+    depths, prefixes, stack = [], [], [(0, 0)]
+    while stack:
+        k, prefix = stack.pop()
+        if k < max_depth and rng.random() < 0.6 ** (k / 3):
+            stack += [(k + 1, 2 * prefix + 1), (k + 1, 2 * prefix)]
+        else:
+            depths.append(k)
+            prefixes.append(prefix)
+    return np.array(depths, np.int64), np.array(prefixes, np.uint64)
