@@ -13,6 +13,10 @@ consumer that joins the worker's group with the worker's ``group.instance.id``:
 - again and again (a second live worker with the same id, a misconfiguration): after
   ``REJOINS_PER_WINDOW`` rejoins within a minute the worker exits with status 3 and a message
   naming the setting to fix, instead of fencing it back forever.
+
+And a session timeout the broker refuses (below its group.min.session.timeout.ms) ends the
+worker at start with a message naming DPSYNTH_SESSION_TIMEOUT_S, instead of a JoinGroup retried
+for ever.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from confluent_kafka import Consumer
 
 from dpsynth.stream.intake import EXIT_FATAL, REJOINS_PER_WINDOW, is_fatal
 from dpsynth.testing.kafka import (
+    TEST_KEY_HEX,
     WorkerProcess,
     create_topics,
     encode_records,
@@ -123,3 +128,19 @@ def test_a_worker_fenced_again_and_again_exits_naming_the_setting(
         log = worker.log_path.read_text()
     assert log.count("joining the group again") == REJOINS_PER_WINDOW
     assert "DPSYNTH_GROUP_INSTANCE_ID" in log and f"failed {REJOINS_PER_WINDOW + 1} times" in log
+
+
+def test_a_session_timeout_the_broker_refuses_ends_the_worker_naming_the_setting(
+        kafka_bootstrap, tmp_path):
+    """The broker's group.min.session.timeout.ms is 6 s by default: a worker configured with 3 s
+    used to retry its JoinGroup for ever while waiting for partitions (found while forcing the
+    fencing path of test_cluster.py with a short session)."""
+    topics = unique_topics("session-refused")
+    create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
+    env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
+                     tmp_path / "data", tick_seconds=0, session_timeout_s=3)
+    with WorkerProcess(env, tmp_path / "worker.log") as worker:
+        assert worker.wait_exit(60) == EXIT_FATAL, worker.log_tail()
+        log = worker.log_path.read_text()
+    assert "the broker refuses DPSYNTH_SESSION_TIMEOUT_S=3" in log
+    assert TEST_KEY_HEX not in log

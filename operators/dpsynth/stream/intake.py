@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from dpsynth.errors import ConfigError
 from dpsynth.stream.processor import InputMessage
 from dpsynth.stream.settings import WorkerConfig
 
@@ -229,6 +230,11 @@ class InputLoop:
     def _on_error(self, err: KafkaError) -> None:
         if is_fatal(err):
             raise KafkaException(err)
+        if err.code() == KafkaError.INVALID_SESSION_TIMEOUT:  # retried for ever otherwise
+            raise ConfigError(
+                f"the broker refuses DPSYNTH_SESSION_TIMEOUT_S={self.config.session_timeout_s:g} "
+                "(outside its group.min.session.timeout.ms … group.max.session.timeout.ms, "
+                "6 s … 30 min by default): set a value in the broker's range")
         if err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
             log.error("input topic %r does not exist (any more): create it with `dpsynth topics "
                       "create` or fix DPSYNTH_INPUT_TOPIC (%s)", self.topic, err.str())
