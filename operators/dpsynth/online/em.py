@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from dpsynth.online.rounding import sorted_union
+from dpsynth.online.rounding import density_at, sorted_union
 
 #: :func:`stacked_parts`: (union grid, interval starts, densities, sizes, summed density).
 StackedParts = tuple[np.ndarray, np.ndarray, np.ndarray, list[int], np.ndarray]
@@ -53,21 +53,9 @@ def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
         density = np.concatenate([density, np.concatenate([dn for _, dn in parts]) * scale])
         sizes = sizes + [st.size for st, _ in parts]
     offsets = np.cumsum([0] + sizes)
-    pooled = _read_on(before[0], before[4], grid)  # the earlier parts' sum, in their order
+    pooled = density_at(before[0], before[4], grid)  # the earlier parts' sum, in their order
     _add_parts(grid, starts, density, offsets, len(before[3]), pooled)
     return grid, _em_step(grid, starts, density, offsets, np.int64(1) << np.int64(depth), pooled)
-
-
-@njit(cache=True)
-def _read_on(starts, density, grid):  # type: ignore[no-untyped-def]
-    """:func:`~dpsynth.online.rounding.density_at` on a sorted grid (a superset of
-    ``starts``), by one walk."""
-    out, i = np.empty(grid.size, np.float64), 0
-    for g in range(grid.size):
-        while i + 1 < starts.size and starts[i + 1] <= grid[g]:
-            i += 1
-        out[g] = density[i]
-    return out
 
 
 @njit(cache=True)

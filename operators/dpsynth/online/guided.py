@@ -95,7 +95,8 @@ def split_threshold(epsilon: float) -> float:
 
 
 def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, threshold: float,
-                     d: int, max_depth: int) -> tuple[np.ndarray, CellIds]:
+                     d: int, max_depth: int, widths: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, CellIds]:
     """Leaves (depths, Morton prefixes) of the cells split while guide mass × D_k > threshold
     (and the guide mass is at least :data:`MIN_SPLIT_MASS`).
 
@@ -109,7 +110,8 @@ def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, thresh
     ([2, 2, 2, 2], [0, 1, 2, 3])
     """
     starts = np.asarray(starts, dtype=np.float64)
-    widths = np.diff(np.concatenate([starts, [float(1 << depth)]]))
+    widths = (np.diff(np.concatenate([starts, [float(1 << depth)]])) if widths is None else
+              np.asarray(widths, np.float64))
     return _partition(starts, np.asarray(density, np.float64), widths, depth, threshold, d,
                       max_depth)
 
@@ -261,9 +263,8 @@ class GuidedEngine(StepMechanism):
             # a uniform prior: where the guide saw nothing the records of this summary may
             # still be (a stream that moves); as ε grows every region is split finely
             density = density + UNIFORM_PRIOR * mass / float(1 << depth)
-        depths, prefixes = _partition(starts.astype(np.float64), density,
-                                      widths.astype(np.float64), depth, split_threshold(epsilon),
-                                      self.d, self.max_depth)
+        depths, prefixes = guided_partition(starts, density, depth, split_threshold(epsilon),
+                                            self.d, self.max_depth, widths)
         depths, prefixes, epsilon = refined_partition(  # paid for at large ε only (P16)
             records, depths, prefixes, epsilon, self._noise, context, max_depth=self.max_depth)
         counts = noisy_leaf_counts(records, None, depths, prefixes, epsilon, self._noise,

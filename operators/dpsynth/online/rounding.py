@@ -159,14 +159,12 @@ def block_intervals(block: dict[str, Any], depth: int,
     depths = np.asarray(block["depths"], np.int64)
     prefixes = np.asarray(block["prefixes"], np.uint64)
     size = max(float(block["size"]), 0.0)
-    if raw.dtype == np.int64:  # whole counts: exact sums, so one compiled pass
-        starts, density, merged = _whole_intervals(raw, floor, size, depths, prefixes, depth)
-        if not merged:
-            return starts, density
+    starts, increasing = _leaf_starts(depths, prefixes, depth)
+    if increasing and raw.dtype == np.int64:  # whole counts: exact sums, so one compiled pass
+        return starts, _whole_densities(raw, floor, size, starts, depth)
     counts = np.where(raw > floor, raw, 0).astype(np.float64)  # floor 0: clip negatives
     if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
         counts *= size / counts.sum()
-    starts, increasing = _leaf_starts(depths, prefixes, depth)
     if increasing:  # Morton order, none merged (guided's leaves): each its own interval
         mass = counts
     elif (starts[1:] >= starts[:-1]).all():  # leaves in Morton order: runs
@@ -193,13 +191,11 @@ def _leaf_starts(depths, prefixes, depth):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _whole_intervals(raw, floor, size, depths, prefixes, depth):  # type: ignore[no-untyped-def]
-    """:func:`block_intervals` of integer counts whose leaves need no merge (the float sum of
-    whole counts is exact, the rest elementwise: the same bytes); ``merged`` if some must."""
-    starts, increasing = _leaf_starts(depths, prefixes, depth)
+def _whole_densities(raw, floor, size, starts, depth):  # type: ignore[no-untyped-def]
+    """:func:`block_intervals`' densities of integer counts on leaves that need no merge
+    (``starts`` increasing): the float sum of whole counts is exact, the rest elementwise, so
+    the same bytes as the numpy pass."""
     counts = np.empty(raw.size, np.float64)
-    if not increasing:
-        return starts, counts, True
     total = 0.0
     for j in range(raw.size):
         counts[j] = float(raw[j]) if raw[j] > floor else 0.0
@@ -208,7 +204,7 @@ def _whole_intervals(raw, floor, size, depths, prefixes, depth):  # type: ignore
     for j in range(raw.size):
         end = starts[j + 1] if j + 1 < raw.size else np.int64(1) << np.int64(depth)
         counts[j] = (counts[j] * factor if total > 0 else counts[j]) / float(end - starts[j])
-    return starts, counts, False
+    return counts
 
 
 def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
