@@ -115,7 +115,6 @@ class InputLoop:
         self._offsets: dict[int, int] = {}  # partition → offset last committed to the group
         self._waiting_since = time.monotonic()
         self._consumer: Consumer | None = None
-        self._consumer_config: dict[str, Any] = {}
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -155,8 +154,7 @@ class InputLoop:
                     now = time.monotonic()
                     rejoins = [r for r in rejoins if now - r < REJOIN_WINDOW_S] + [now]
                     if len(rejoins) > REJOINS_PER_WINDOW:
-                        raise FencedTooOften(err, self._consumer_config.get(
-                            "group.instance.id", "")) from None
+                        raise FencedTooOften(err, self.config.instance_id()) from None
                     self._rejoin(err)
             # a graceful stop (SIGTERM): commit what was processed, so that a restart re-reads
             # and re-publishes nothing (a kill -9 leaves that work to the restart instead)
@@ -168,15 +166,15 @@ class InputLoop:
     def _join(self) -> None:
         """A new consumer, subscribed to the input topic (a static member when configured)."""
         c = self.config
-        self._consumer_config = consumer_config(c)
-        instance = self._consumer_config.get("group.instance.id")
+        settings = consumer_config(c)
+        instance = settings.get("group.instance.id")
         log.info(
             "joining consumer group %r for topic %r as %s (session timeout %g s): waiting for "
             "the group coordinator to assign partitions", c.app_id, self.topic,
             f"static member {instance!r}" if instance else "a dynamic member",
             c.session_timeout_s)
         self._waiting_since = time.monotonic()
-        self._consumer = Consumer(self._consumer_config)
+        self._consumer = Consumer(settings)
         self._consumer.subscribe([self.topic], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_lost)
 
