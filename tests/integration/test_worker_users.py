@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 
 from dpsynth.noise import KeyedNoise
+from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.online.users import UserLevel
+from dpsynth.release import encode_release
 from dpsynth.stream.codecs import decode_dead_letter
 from dpsynth.stream.routing import partition_of
 from dpsynth.stream.store import PartitionStore
@@ -144,3 +146,61 @@ def test_P15_sigkill_inside_a_heavy_users_records_never_lets_it_exceed_k(kafka_b
     assert len(letters) == 1
     assert "hashes to partition" in next(iter(letters.values()))["reason"]
     assert b"heavy-user" not in log.read_bytes()
+
+
+def test_P15_a_step_of_only_dead_letters_under_the_user_unit_is_an_ordinary_empty_step(
+        kafka_bootstrap, tmp_path):
+    """Issue 25: between two tick markers only bad messages (all dead-lettered), under the
+    privacy unit "user" and add/remove: the worker used to raise, exit 3 and crash again on the
+    same input after every restart. Now the step releases (empty) and the partition goes on;
+    the releases equal the embedded synthesizer's, stepped at the same markers."""
+    from tests.support.markers import marker
+
+    topics = unique_topics("users-empty")
+    create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
+    rng = np.random.default_rng(25)
+    good = [(f"u{i % 7}", *rng.random(2)) for i in range(60)]
+    pieces: list[tuple[bytes | None, bytes]] = []  # (key, value), in offset order
+    pieces += [(u.encode(), msgpack.packb({"x": x, "y": y, "uid": u})) for u, x, y in good[:30]]
+    pieces += [(None, marker(0, 1000))]
+    pieces += [(b"u1", b"\xc1\x00garbage"), (b"u2", msgpack.packb({"x": 0.5})),
+               (b"u3", msgpack.packb({"x": float("nan"), "y": 0.1, "uid": "u3"}))]
+    pieces += [(None, marker(0, 2000)), (None, marker(0, 3000))]  # and a step with nothing
+    pieces += [(u.encode(), msgpack.packb({"x": x, "y": y, "uid": u})) for u, x, y in good[30:]]
+    pieces += [(None, marker(0, 4000))]
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+    for key, value in pieces:
+        producer.produce(topics.input, key=key, value=value, partition=0)
+    assert producer.flush(30) == 0
+
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"version": 1, "user_column": "uid", "columns": ['
+                      '{"name": "x", "lower": 0, "upper": 1}, {"name": "y", "lower": 0, '
+                      '"upper": 1}]}')
+    env = worker_env(kafka_bootstrap, topics, schema, tmp_path / "data", tick_seconds=3600,
+                     release_linger_s=0, neighbours="add_remove", privacy_unit="user",
+                     max_contributions=K)
+    with WorkerProcess(env, tmp_path / "worker.log") as worker:
+        metrics = worker.wait_for(
+            lambda m: m.get("dpsynth_watermark", {}).get("0", -1) >= len(pieces) - 1,
+            timeout_s=120)
+        assert worker.alive, worker.log_tail()
+    assert metrics["dpsynth_dead_lettered_messages_total"]["0"] == 3
+    synth = OnlineSynthesizer(2, 1.0, bytes.fromhex(TEST_KEY_HEX), 1000, max_depth=12,
+                              neighbours="add_remove", privacy_unit="user",
+                              max_contributions=K)
+    expected = {}
+    for chunk in (good[:30], [], [], good[30:], []):  # the worker's own marker may come 5th
+        synth.add(np.array([(x, y) for _, x, y in chunk]).reshape(-1, 2),
+                  users=[u for u, _, _ in chunk])
+        release = synth.step()
+        sequence = int(release.metadata["sequence"])
+        expected[(0, sequence)] = encode_release(release, run_id="test-run", partition=0,
+                                                 sequence=sequence)
+    records = read_topic(kafka_bootstrap, topics.output)
+    published = {int(r.key.decode().rsplit("/", 1)[1]) for r in records}
+    assert {1, 2, 3, 4} <= published <= {1, 2, 3, 4, 5}
+    check_against_embedded(records, {k: v for k, v in expected.items() if k[1] in published},
+                           "test-run")

@@ -106,3 +106,28 @@ def test_mistakes_are_refused_with_the_fix(tmp_path: Path, args: list[str], mess
     data = _csv(tmp_path / "in.csv", 300, [f"u{i}" for i in range(300)])
     code, output = _run("--input", str(data), "--out", str(tmp_path / "out"), *args)
     assert code != 0 and message in output, output
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_P15_a_user_alone_in_a_time_step_removed_changes_no_exit_code_or_release_count(
+        tmp_path: Path, neighbours: str) -> None:
+    """Issue 25: step 3 holds only user "loner"; without them the step is empty (it used to
+    crash: exit 1 with one release against exit 0 with three)."""
+    rng = np.random.default_rng(4)
+    rows = [f"{x:.3f},{y:.3f},p{rng.integers(0, 50)},{t}" for (x, y), t in
+            zip(rng.random((400, 2)), rng.integers(0, 20, 400), strict=True)]
+    rows += [f"{x:.3f},{y:.3f},p{rng.integers(0, 50)},{t}" for (x, y), t in
+             zip(rng.random((400, 2)), rng.integers(40, 60, 400), strict=True)]
+    loner = [f"{x:.3f},{y:.3f},loner,25" for x, y in rng.random((3, 2))]
+    outcomes = []
+    for name, body in (("with", rows + loner), ("without", rows)):
+        (tmp_path / f"{name}.csv").write_text("\n".join(["x,y,person,ts", *body]) + "\n")
+        result = CliRunner().invoke(main, [
+            "run", "--w1-points", "200", "--input", str(tmp_path / f"{name}.csv"),
+            "--neighbours", neighbours, "--time-column", "ts", "--time-origin", "0",
+            "--time-period", "10", "--time-end", "60", "--privacy-unit", "user",
+            "--user-column", "person", "--max-contributions", "4",
+            "--out", str(tmp_path / name)])
+        releases = sorted((tmp_path / name / "releases").iterdir())
+        outcomes.append((result.exit_code, len(releases)))
+    assert outcomes == [(0, 6), (0, 6)]

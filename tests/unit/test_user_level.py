@@ -143,3 +143,39 @@ def test_user_ids_of_any_declared_type_and_the_mistakes() -> None:
         OnlineSynthesizer(2, 1.0, KEY, 500, privacy_unit="user")
     with pytest.raises(ConfigError, match="privacy_unit"):
         OnlineSynthesizer(2, 1.0, KEY, 500, privacy_unit="person")
+
+
+STEP_MECHANISMS = [(m, n) for m in ("guided", "adaptive", "blocks")
+                   for n in ("replace", "add_remove")]
+
+
+@pytest.mark.parametrize("mechanism,neighbours", STEP_MECHANISMS)
+def test_P15_an_empty_step_and_a_user_alone_in_a_step_release_like_any_other(
+        mechanism: str, neighbours: str) -> None:
+    """Issue 25: a step with no admitted record (none given, or all over their bound) is an
+    ordinary step — removing the only user of a step changes no public field and no count of
+    releases (it used to raise ValueError, an ε = ∞ difference)."""
+    points, users = stream(600, 40, 8)
+    loner = 10_000  # a user whose records are the only ones of step 2
+    steps = [(points[:300], users[:300]), (points[300:305], [loner] * 5),
+             (points[:0], []), (points[305:], users[305:])]
+
+    def run(without_loner: bool) -> list:
+        synth = user_synth(mechanism=mechanism, neighbours=neighbours, max_contributions=2,
+                           release_every=100)
+        out = []
+        for pts, ids in steps:
+            if without_loner and ids and ids[0] == loner:
+                pts, ids = pts[:0], []
+            synth.add(pts, users=ids)
+            out.append(synth.step())
+        return out
+
+    with_user, without = run(False), run(True)
+    assert len(with_user) == len(without) == len(steps)
+    for a, b in zip(with_user, without, strict=True):
+        public = {k: v for k, v in a.metadata.items() if k not in ("t",)}
+        assert public == {k: v for k, v in b.metadata.items() if k not in ("t",)}
+        assert a.depth == b.depth and a.leaf_counts.shape == b.leaf_counts.shape
+        assert int(a.leaf_counts.sum()) == a.t
+    assert without[2].metadata["sequence"] == 3  # the empty step released too

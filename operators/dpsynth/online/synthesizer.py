@@ -212,7 +212,7 @@ class OnlineSynthesizer:
         pts = self._validate(points)
         releases: list[Release] = []
         for chunk in (refuse_users(pts, users) if self.users is None else
-                      self.users.admitted(pts, users, self)):  # privacy: P15
+                      self.users.admitted_chunks(pts, users, self)):  # privacy: P15
             releases += self._extend_addresses(self._route(chunk))
         return releases
 
@@ -245,8 +245,10 @@ class OnlineSynthesizer:
                               "on a public clock); other mechanisms take records through "
                               "extend()")
         pts = self._validate(points)
-        pts, = (refuse_users(pts, users) if self.users is None else  # privacy: P15
-                self.users.admitted(pts, users, self, by_count=False))
+        if self.users is None:
+            pts, = refuse_users(pts, users)
+        else:  # privacy: P15 (an empty or fully dropped call is an ordinary empty step)
+            pts = self.users.admitted(pts, users, self.sequence)
         addresses = self._route(pts)
         self._mechanism.add(addresses)
         self.t += len(addresses)

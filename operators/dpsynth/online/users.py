@@ -124,21 +124,32 @@ class UserLevel:
         """Which records count (the first k of each user; c per step): a bool per record."""
         return self.bounds.admit(keys, step)  # privacy: P15
 
-    def admitted(self, points: np.ndarray, users: Any, feed: _Feed, *,
-                 by_count: bool = True) -> Iterator[np.ndarray]:
-        """The points that count, in order, as chunks to feed one after the other.
+    def admitted(self, points: np.ndarray, users: Any, step: int) -> np.ndarray:
+        """The points that count (the first k of each user, c per step), in order.
 
-        One chunk, unless a per-step cap meets steps of ``release_every`` records
-        (``by_count``: :meth:`~OnlineSynthesizer.extend`): then a chunk ends where the open
-        step may end, because the step id — the release sequence, public — must be read anew
-        after each release.
+        Any number of points, none included: an empty call (a step whose records were all
+        dead-lettered, or no record at all) admits nothing and is an ordinary empty step.
         """
+        keys = self.keys(users, len(points))
+        self.last_admitted = self.admit(keys, step)
+        return points[self.last_admitted]
+
+    def admitted_chunks(self, points: np.ndarray, users: Any,
+                        feed: _Feed) -> Iterator[np.ndarray]:
+        """The points that count, as chunks to feed one after the other (``extend``).
+
+        One chunk, unless a per-step cap meets steps of ``release_every`` records: then a chunk
+        ends where the open step may end, because the step id — the release sequence, public —
+        must be read anew after each release.
+        """
+        if not self.per_step:
+            yield self.admitted(points, users, feed.sequence)
+            return
         keys = self.keys(users, len(points))
         self.last_admitted = np.zeros(len(points), bool)
         start = 0
         while start < len(points):
-            take = (feed.release_every - feed.open_records if self.per_step and by_count
-                    else len(points) - start)
+            take = feed.release_every - feed.open_records
             admitted = self.admit(keys[start:start + take], feed.sequence)
             self.last_admitted[start:start + take] = admitted
             yield points[start:start + take][admitted]
