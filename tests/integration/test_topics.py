@@ -27,6 +27,7 @@ from dpsynth.client.recording import (
     RecordingWriter,
     TopicRecord,
 )
+from dpsynth.client.transfer import PaceClock, import_recording
 from dpsynth.testing.kafka import create_topics, read_topic
 
 ck = pytest.importorskip("confluent_kafka")
@@ -119,6 +120,24 @@ def test_a_topic_with_too_few_partitions_is_refused(kafka_bootstrap: str,
     assert "does not exist" in missing.output
 
 
+class VirtualClock(PaceClock):
+    """An injected clock: waiting jumps to the due time at once and records it."""
+
+    def __init__(self, wall: float) -> None:
+        self.now, self.wall_start, self.dues = 100.0, wall, []
+
+    def wall(self) -> float:
+        return self.wall_start + self.now - 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def wait_until(self, due: float, poll: Any) -> None:
+        self.dues.append(due - 100.0)
+        poll(0)
+        self.now = max(self.now, due)
+
+
 def test_timestamps_are_restamped_on_request_and_pace_takes_the_recorded_time(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -131,23 +150,27 @@ def test_timestamps_are_restamped_on_request_and_pace_takes_the_recorded_time(
     path = tmp_path / "r.ndjson.gz"
     _cli("export", "--bootstrap", kafka_bootstrap, "--topic", source, "--out", str(path))
 
-    def imported(*options: str) -> tuple[float, float, list[int]]:
+    def imported(clock: PaceClock | None = None, **options: Any) -> list[int]:
         topic, out = _name("copy"), tmp_path / f"{uuid.uuid4().hex}.ndjson.gz"
-        start = time.time()
-        _cli("import", str(path), "--bootstrap", kafka_bootstrap, "--topic", topic, *options)
-        took = time.time() - start
+        import_recording(kafka_bootstrap, path, topic=topic, clock=clock, **options)
         _cli("export", "--bootstrap", kafka_bootstrap, "--topic", topic, "--out", str(out))
-        return start, took, [r.timestamp for r in _lines(out)[1]]
+        return [r.timestamp for r in _lines(out)[1]]
 
-    start, paced, stamps = imported("--pace")
-    assert paced >= 3.0  # 3 s recorded, the first record sent at once
-    assert stamps == [r.timestamp for r in records]
-    start, took, stamps = imported("--timestamps", "now")
-    assert all(s >= int(start * 1000) - 1000 for s in stamps)  # stamped at import
-    start, took, stamps = imported("--timestamps", "shift", "--pace", "--speed", "3")
-    assert 1.0 <= took < paced - 1.0  # 3 s at 3 times the recorded rate
-    assert abs(stamps[0] - start * 1000) < 5_000
-    assert [s - stamps[0] for s in stamps] == [100 * i for i in range(31)]
+    paced = VirtualClock(time.time())
+    assert imported(paced, speed=1.0) == [r.timestamp for r in records]
+    assert paced.dues == pytest.approx([0.1 * i for i in range(31)])  # the recorded times
+    before = int(time.time() * 1000)
+    stamps = imported(timestamps="now")
+    assert all(s >= before - 1000 for s in stamps)  # stamped at import
+    shifted = VirtualClock(wall=7_000_000.0)  # the import "starts" at 7·10⁶ s
+    stamps = imported(shifted, timestamps="shift", speed=3.0)
+    assert shifted.dues == pytest.approx([0.1 * i / 3 for i in range(31)])  # 3× the rate
+    assert stamps == [7_000_000_000 + 100 * i for i in range(31)]
+    # the command's flags reach the same code: --pace --speed 30 takes about 0.1 s here
+    topic = _name("cli")
+    _cli("import", str(path), "--bootstrap", kafka_bootstrap, "--topic", topic,
+         "--timestamps", "shift", "--pace", "--speed", "30")
+    assert len(read_topic(kafka_bootstrap, topic)) == 31
 
 
 def test_log_append_time_is_recorded_and_imported_as_create_time(kafka_bootstrap: str,

@@ -283,11 +283,33 @@ def export_topic(
 # -- import -------------------------------------------------------------------------------------
 
 
+class PaceClock:
+    """The clocks of an import: wall time for re-stamping, monotonic time for pacing.
+
+    The default is the system's; a test injects its own (e.g. one whose :meth:`wait_until`
+    records the due times and jumps there) to check the pacing without waiting.
+    """
+
+    def wall(self) -> float:
+        """Seconds since the epoch (re-stamped timestamps)."""
+        return time.time()
+
+    def monotonic(self) -> float:
+        """Seconds of a monotonic clock (the pace's origin)."""
+        return time.monotonic()
+
+    def wait_until(self, due: float, poll: Callable[[float], Any]) -> None:
+        """Serve the producer's delivery reports (``poll``) until monotonic time ``due``."""
+        while (left := due - time.monotonic()) > 0:
+            poll(min(left, 0.1))
+
+
 def import_recording(
     bootstrap: str, source: str | os.PathLike[str] | IO[bytes], *, topic: str | None = None,
     timestamps: str = "recorded", speed: float | None = None, create: bool = True,
     replication_factor: int = -1, topic_config: Mapping[str, str] | None = None,
     config: Mapping[str, Any] | None = None, progress: Progress | None = None,
+    clock: PaceClock | None = None,
 ) -> TransferSummary:
     """Write the records of a recording into ``topic`` (default: the recorded topic's name).
 
@@ -322,7 +344,7 @@ def import_recording(
                                    "on_delivery": lambda err, _msg: failures.append(str(err))})
         try:
             oldest = _produce_all(producer, reader, target, n_partitions, timestamps, speed,
-                                  failures, progress)
+                                  failures, progress, clock or PaceClock())
         finally:  # what was sent before an error is delivered, not dropped half-way
             remaining = producer.flush(120)
     if remaining or failures:
@@ -334,7 +356,7 @@ def import_recording(
 
 def _produce_all(producer: Any, reader: RecordingReader, topic: str, n_partitions: int,
                  timestamps: str, speed: float | None, failures: list[str],
-                 progress: Progress | None) -> int | None:
+                 progress: Progress | None, pace: PaceClock) -> int | None:
     """The import loop: every record of ``reader`` to ``producer``, paced when asked; returns
     the oldest timestamp written (None: none set, the producer stamped them).
 
@@ -342,13 +364,13 @@ def _produce_all(producer: Any, reader: RecordingReader, topic: str, n_partition
     costs one ``produce`` per record and nothing per acknowledgement.
     """
     produce, poll, kafka_error = producer.produce, producer.poll, _kafka().KafkaException
-    clock: tuple[float, int] | None = None  # (monotonic start, first recorded timestamp)
+    start: tuple[float, int] | None = None  # (monotonic start, first recorded timestamp)
     shift, stamp_now, n = 0, timestamps == "now", 0
     oldest: int | None = None
     for batch in reader.batches():
-        if batch and clock is None:
-            clock = (time.monotonic(), batch[0].timestamp)
-            shift = int(time.time() * 1000) - clock[1] if timestamps == "shift" else 0
+        if batch and start is None:
+            start = (pace.monotonic(), batch[0].timestamp)
+            shift = int(pace.wall() * 1000) - start[1] if timestamps == "shift" else 0
         top = max((r.partition for r in batch), default=0)
         if top >= n_partitions:
             raise TopicError(f"a record of partition {top} does not fit topic {topic!r} "
@@ -360,8 +382,8 @@ def _produce_all(producer: Any, reader: RecordingReader, topic: str, n_partition
             if low is not None:
                 oldest = low + shift if oldest is None else min(oldest, low + shift)
         for partition, offset, key, value, stamp, _, headers in batch:
-            if speed is not None:
-                _wait_until(poll, clock[0] + (stamp - clock[1]) / 1000 / speed)  # type: ignore[index]
+            if speed is not None and start is not None:
+                pace.wait_until(start[0] + (stamp - start[1]) / 1000 / speed, poll)
             at = 0 if stamp_now or stamp < 0 else stamp + shift
             try:
                 produce(topic, value, key, partition, timestamp=at,
@@ -385,9 +407,3 @@ def _produce_all(producer: Any, reader: RecordingReader, topic: str, n_partition
         if progress is not None:
             progress(n)
     return oldest
-
-
-def _wait_until(poll: Callable[[float], Any], due: float) -> None:
-    """Serve delivery reports until the monotonic time ``due`` (pacing)."""
-    while (left := due - time.monotonic()) > 0:
-        poll(min(left, 0.1))

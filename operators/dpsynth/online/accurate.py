@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from dpsynth._types import Counts
+from dpsynth._types import Counts, LeafCounts
 from dpsynth.accounting import Schedule, check_budget
 from dpsynth.clock import TickClock, level_of, level_start
 from dpsynth.counters.binary import binary_levels, node_noise
@@ -320,12 +320,12 @@ class AccurateMechanism:
             self.tree.end_level(r, level_start(r + 1, epsilon) - level_start(r, epsilon))
         self._grow(t)
 
-    def release_counts(self, t: int, placement_seed: bytes) -> tuple[int, int, Counts]:
-        """(t, depth, pooled leaf counts summing to t)."""
+    def release_counts(self, t: int, placement_seed: bytes) -> LeafCounts:
+        """t, the depth and pooled leaf counts summing to t."""
         depth = self.depth(t)
         r = level_of(t, self.clock.epsilon)
         so_far = t - level_start(r, self.clock.epsilon) + 1 if r >= 0 else 0
-        return t, depth, self.tree.leaf_counts(t, depth, r, so_far)
+        return LeafCounts(t, depth, self.tree.leaf_counts(t, depth, r, so_far))
 
     def extra_metadata(self) -> dict[str, Any]:
         """Nothing beyond the common metadata."""

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from dpsynth._types import CellIds, Counts
+from dpsynth._types import CellIds, Counts, LeafCounts
 from dpsynth.consistency import make_consistent
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
@@ -181,8 +181,8 @@ class BlockEngine(StepMechanism):
     # -- release ------------------------------------------------------------------------------
 
     def _leaf_counts(self, total: int, open_size: float,
-                     placement_seed: bytes) -> tuple[int, Counts | None]:
-        """(depth D, integer counts of the 2^D cells summing to ``total``): post-processing.
+                     placement_seed: bytes) -> LeafCounts:
+        """The integer counts of the 2^D cells summing to ``total``: post-processing.
 
         The measure is piecewise constant on Morton intervals at depth D (the union of the
         blocks' leaves). Its cumulative mass F, scaled to ``total``, is rounded by systematic
@@ -190,7 +190,7 @@ class BlockEngine(StepMechanism):
         uniform — O(total · log K + 2^D), never a pass per leaf and cell.
         """
         if not self.blocks or total == 0:
-            return 0, np.array([total], np.int64)
+            return LeafCounts(total, 0, np.array([total], np.int64))
         floor = LEAF_FLOOR_SCALES / self.budget.counts if self.schedule == "adaptive" else 0.0
         depth = min(self.max_depth, max(self._blocks_depth, self._steps_depth))
         if self._masses is None or self._masses[0] != depth:  # blocks change at a block's end

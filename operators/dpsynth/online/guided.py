@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from dpsynth._types import CellIds, Counts
+from dpsynth._types import CellIds, LeafCounts
 from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
 from dpsynth.online.block_budget import BlockBudget
 from dpsynth.online.em import em_density, stacked_parts
@@ -288,14 +288,14 @@ class GuidedEngine(StepMechanism):
         return self._pooled_size(size, size_var, sum(float(s["size"]) for s in cover), leaf_var)
 
     def _leaf_counts(self, total: int, open_size: float,
-                     placement_seed: bytes) -> tuple[int, Counts | None]:
+                     placement_seed: bytes) -> LeafCounts:
         """Closed blocks plus the open block's cover (scaled to ``open_size``), one EM step,
         rounded to ``total`` (module docstring; post-processing)."""
         cover = self._cover(block_of(self.step + 1), len(self._step_counts))
         cover_size = sum(float(s["size"]) for s in cover)
         scale = open_size / cover_size if cover_size > 0 else 1.0
         if not (self.blocks or cover) or total == 0:
-            return 0, np.array([total], np.int64)
+            return LeafCounts(total, 0, np.array([total], np.int64))
         depth = min(self.max_depth, max([self._blocks_depth] + [self._mass_depth(s)
                                                                 for s in cover]))
         # the closed blocks (stacked once per depth: they change only at a block's end), then

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from dpsynth._types import CellIds, Counts
+from dpsynth._types import CellIds, LeafCounts
 from dpsynth.accounting import Schedule, paper_schedule, record_epsilon
 from dpsynth.clock import TickClock
 from dpsynth.errors import ConfigError
@@ -80,8 +80,8 @@ class Mechanism(Protocol):
     def end_tick(self, t: int) -> None:
         """Close the open tick, ``t`` records in all."""
 
-    def release_counts(self, t: int, placement_seed: bytes) -> tuple[int, int, Counts]:
-        """(released size, depth, leaf counts of the 2^depth cells summing to the size)."""
+    def release_counts(self, t: int, placement_seed: bytes) -> LeafCounts:
+        """The released size, depth and leaf counts (summing to the size) of a release now."""
 
     def depth(self, t: int) -> int | None:
         """The depth of a release at ``t`` if it is a function of t, else None (the last one)."""

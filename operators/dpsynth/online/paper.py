@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dpsynth._types import CellIds, Counts
+from dpsynth._types import CellIds, Counts, LeafCounts
 from dpsynth.accounting import Schedule, check_budget
 from dpsynth.clock import TickClock, level_of, level_start
 from dpsynth.consistency import make_consistent
@@ -110,12 +110,12 @@ class PaperMechanism:
                 self._history[r].append(tick)
         self._grow(t)
 
-    def release_counts(self, t: int, placement_seed: bytes) -> tuple[int, int, Counts]:
-        """(t, depth(t), consistent leaf counts): post-processing of the noisy counts (P6)."""
+    def release_counts(self, t: int, placement_seed: bytes) -> LeafCounts:
+        """t, depth(t) and consistent leaf counts: post-processing of the noisy counts (P6)."""
         depth = self.depth(t)
         noisy = [self.levels[j - 1].values() for j in range(1, depth + 1)]
         consistent = make_consistent(t, noisy)
-        return t, depth, consistent[-1] if consistent else np.array([t], np.int64)
+        return LeafCounts(t, depth, consistent[-1] if consistent else np.array([t], np.int64))
 
     def extra_metadata(self) -> dict[str, Any]:
         """Nothing beyond the common metadata."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dpsynth._types import CellIds, Counts
+from dpsynth._types import CellIds, LeafCounts
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.online.block_budget import BlockBudget
 from dpsynth.online.rounding import round_density
@@ -58,8 +58,6 @@ class StepMechanism:
         self.blocks: list[dict[str, Any]] = []  # completed blocks: leaves and size estimate
         self.name = schedule
         self.worst_case_loss = budget.worst_case_loss
-        #: The last release's counts as (occupied cells ascending, counts), or None.
-        self.occupied: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- the mechanism protocol (dpsynth.online.mechanism) -------------------------------------
 
@@ -141,36 +139,32 @@ class StepMechanism:
 
     # -- release ------------------------------------------------------------------------------
 
-    def release_counts(self, records: int, placement_seed: bytes
-                       ) -> tuple[int, int, Counts | None]:
-        """(released size, depth D, integer counts of the 2^D cells summing to the size, or None
-        when only :attr:`occupied` holds them, sparse).
+    def release_counts(self, records: int, placement_seed: bytes) -> LeafCounts:
+        """The released size, depth D and integer counts of the 2^D cells summing to the size
+        (sparse, once rounded).
 
         The size is ``records`` under replacement (public) and, under add/remove, the completed
         blocks' sizes plus the open block's noisy size, rounded and clipped at 0 (P9).
         """
-        self.occupied = None
         b = block_of(self.step + 1)  # the open block
         open_size = self._open_estimate(b, len(self._step_counts))
         total = records
         if self.budget.neighbours == "add_remove":  # the count is private: a noisy size
             estimate = sum(float(blk["size"]) for blk in self.blocks) + open_size
             total = max(int(round(estimate)), 0)  # privacy: P9
-        return (total, *self._leaf_counts(total, max(open_size, 0.0), placement_seed))
+        return self._leaf_counts(total, max(open_size, 0.0), placement_seed)
 
     def _leaf_counts(self, total: int, open_size: float,
-                     placement_seed: bytes) -> tuple[int, Counts | None]:  # pragma: no cover
-        """(depth D, integer counts of the 2^D cells summing to ``total``, or None when
-        :attr:`occupied` holds them)."""
+                     placement_seed: bytes) -> LeafCounts:  # pragma: no cover
+        """The counts of the leaves summing to ``total`` (post-processing)."""
         raise NotImplementedError
 
     def _rounded(self, starts: np.ndarray, widths: np.ndarray, density: np.ndarray, depth: int,
-                 total: int, placement_seed: bytes) -> tuple[int, Counts | None]:
+                 total: int, placement_seed: bytes) -> LeafCounts:
         """A density rounded to ``total`` units (:func:`round_density`, post-processing), kept
-        sparse in :attr:`occupied`; the release builds its 2^D counts from it if asked."""
+        sparse; a release builds its 2^D counts from it only if asked."""
         depth, cells, values = round_density(starts, widths, density, depth, total,
                                              placement_seed, self.step)
         if depth == 0:
-            return 0, values  # the whole cube: one cell
-        self.occupied = (cells, values)
-        return depth, None
+            return LeafCounts(total, 0, values)  # the whole cube: one cell
+        return LeafCounts(total, depth, occupied=(cells, values))

@@ -283,19 +283,18 @@ class OnlineSynthesizer:
         return self._make_release(end_step=False)  # privacy: P6 (t and released counts)
 
     def _make_release(self, *, end_step: bool = True) -> Release:
-        size, depth, leaf_counts = self._mechanism.release_counts(self.t, self.placement_seed)
+        counts = self._mechanism.release_counts(self.t, self.placement_seed)
         if end_step:
             self._open = 0
         self.sequence += 1
         self._last = Release(
-            t=size,  # under add/remove a noisy size (P9)
-            depth=depth,
-            leaf_counts=leaf_counts,
-            metadata=self.metadata(depth, size),
+            t=counts.size,  # under add/remove a noisy size (P9)
+            depth=counts.depth,
+            leaf_counts=counts.dense,
+            metadata=self.metadata(counts.depth, counts.size),
             placement_seed=self.placement_seed,
-            occupied=getattr(self._mechanism, "occupied", None),  # sparse form, if it has one
+            occupied=counts.occupied,
         )
-        assert leaf_counts is not None or self._last.occupied is not None
         return self._last
 
     def metadata(self, depth: int | None = None, size: int | None = None) -> dict[str, Any]:
