@@ -34,7 +34,7 @@ from dpsynth.audit.stats import ratio_bound
 from dpsynth.clock import TickClock
 from dpsynth.noise import KeyedNoise
 from dpsynth.offline.pmm import pmm_leaves
-from dpsynth.online.block_budget import block_budget
+from dpsynth.online.blocks import AdaptiveMechanism, BlocksMechanism
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.selection import exponential_mechanism
@@ -82,7 +82,8 @@ def _after(context: tuple, label: str) -> object:
 def test_documented_shares_are_the_code_shares() -> None:
     """The split this file checks the draws against is the one the accounting uses."""
     for (schedule, notion), share in SHARES.items():
-        b = block_budget(EPSILON, notion, schedule, step_share=0.4)
+        mechanism = AdaptiveMechanism if schedule == "adaptive" else BlocksMechanism
+        b = mechanism.budget_for(EPSILON, notion, "steps")
         assert b.size == pytest.approx(share["size"] * EPSILON)
         assert b.steps == pytest.approx(share["steps"] * EPSILON)
         pmm = share["decisions"] + share["leaves"]

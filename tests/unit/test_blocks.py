@@ -10,7 +10,9 @@ import pytest
 
 from dpsynth.errors import ConfigError
 from dpsynth.noise import discrete_laplace_variance
-from dpsynth.online.blocks import _dyadic_nodes, block_budget, block_of
+from dpsynth.online.block_budget import block_budget
+from dpsynth.online.blocks import AdaptiveMechanism, BlocksMechanism
+from dpsynth.online.steps import _dyadic_nodes, block_of
 from dpsynth.online.synthesizer import OnlineSynthesizer
 
 KEY = bytes(range(32))
@@ -39,10 +41,11 @@ def _feed(synth: OnlineSynthesizer, x: np.ndarray, per_step: int) -> list:
 @pytest.mark.parametrize("schedule", ["adaptive", "blocks"])
 @pytest.mark.parametrize("epsilon", [0.3, 1.0, 4.0])
 def test_P9_budget_spends_exactly_epsilon_under_each_notion(schedule: str, epsilon: float) -> None:
-    add = block_budget(epsilon, "add_remove", schedule)
+    mechanism = AdaptiveMechanism if schedule == "adaptive" else BlocksMechanism
+    add = mechanism.budget_for(epsilon, "add_remove", "last")
     assert add.size + add.structure + add.counts == pytest.approx(epsilon)
     assert add.worst_case_loss == pytest.approx(epsilon)
-    rep = block_budget(epsilon, "replace", schedule)
+    rep = mechanism.budget_for(epsilon, "replace", "last")
     assert rep.size == 0.0  # sizes are public under replacement
     assert 2 * (rep.structure + rep.counts) == pytest.approx(epsilon)  # one block, ±1 record
     assert rep.worst_case_loss == pytest.approx(epsilon)
@@ -52,11 +55,13 @@ def test_P9_budget_spends_exactly_epsilon_under_each_notion(schedule: str, epsil
 
 def test_budget_refuses_bad_settings() -> None:
     with pytest.raises(ConfigError, match="neighbours"):
-        block_budget(1.0, "user", "adaptive")
+        block_budget(1.0, "user", structure_share=0.5)
     with pytest.raises(ConfigError, match="size_share"):
-        block_budget(1.0, "add_remove", "adaptive", size_share=1.0)
+        block_budget(1.0, "add_remove", structure_share=0.5, size_share=1.0)
+    with pytest.raises(ConfigError, match="structure_share"):
+        block_budget(1.0, "add_remove", structure_share=1.0)
     with pytest.raises(ConfigError, match="epsilon"):
-        block_budget(-1.0, "add_remove", "adaptive")
+        block_budget(-1.0, "add_remove", structure_share=0.5)
 
 
 def test_P9_add_remove_needs_a_step_schedule() -> None:

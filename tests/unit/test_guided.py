@@ -9,11 +9,10 @@ from dpsynth.errors import ConfigError
 from dpsynth.eval import w1_tree_upper
 from dpsynth.noise import KeyedNoise
 from dpsynth.offline.pmm import pmm_synthesize
-from dpsynth.online.block_budget import GUIDED_STEP_SHARE, block_budget
 from dpsynth.online.guided import (
     MIN_SPLIT_MASS,
     UNIFORM_PRIOR,
-    GuidedEngine,
+    GuidedMechanism,
     guided_partition,
     node_levels,
     split_threshold,
@@ -51,11 +50,11 @@ def _run(x: np.ndarray, neighbours: str, per_step: int = 100, key: bytes = KEY,
 
 @pytest.mark.parametrize("epsilon", [0.3, 1.0, 4.0])
 def test_P16_budget_spends_exactly_epsilon_under_each_notion(epsilon: float) -> None:
-    add = block_budget(epsilon, "add_remove", "guided", step_share=GUIDED_STEP_SHARE)
+    add = GuidedMechanism.budget_for(epsilon, "add_remove")
     assert add.structure == 0.0  # partitions cost nothing: they come from released summaries
     assert add.size + add.counts + add.steps == pytest.approx(epsilon)
     assert add.worst_case_loss == pytest.approx(epsilon)
-    rep = block_budget(epsilon, "replace", "guided", step_share=GUIDED_STEP_SHARE)
+    rep = GuidedMechanism.budget_for(epsilon, "replace")
     assert rep.size == 0.0 and 2 * (rep.counts + rep.steps) == pytest.approx(epsilon)
     synth = OnlineSynthesizer(1, epsilon, KEY, 10, mechanism="guided", neighbours="add_remove")
     assert synth.worst_case_loss == pytest.approx(epsilon)
@@ -127,7 +126,7 @@ def test_partitions_are_functions_of_released_summaries() -> None:
     summaries alone: recomputing the partition from them gives the same leaves (P16)."""
     synth = _run(_stream(7200), "replace", per_step=100)  # 72 steps: block 6 holds 9
     engine = synth._mechanism
-    assert isinstance(engine, GuidedEngine)
+    assert isinstance(engine, GuidedMechanism)
     checked = 0
     for (level, index), node in engine.nodes.items():
         if level == 0:

@@ -37,6 +37,7 @@ from dpsynth.noise import KeyedNoise
 from dpsynth.offline.lowdim import lowdim_release
 from dpsynth.offline.pmm import pmm_leaves
 from dpsynth.offline.psmm import psmm_measure
+from dpsynth.online.mechanism import AUTO, MECHANISMS, step_mechanisms
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import Release, TabularRelease, encode_release, encode_tabular_release
 from dpsynth.tabular.domain import Domain
@@ -199,9 +200,8 @@ def tabular_entry(notion: str) -> EntryPoint:
 
 def library_entries() -> list[EntryPoint]:
     """Every library entry point × the notions it accepts."""
-    entries = [online_entry(m, "replace") for m in ("paper", "accurate", "adaptive", "blocks",
-                                                    "guided", "auto")]
-    entries += [online_entry(m, "add_remove") for m in ("adaptive", "blocks", "guided", "auto")]
+    entries = [online_entry(m, "replace") for m in (*MECHANISMS, AUTO)]
+    entries += [online_entry(m, "add_remove") for m in (*step_mechanisms(), AUTO)]
     entries += [online_entry("auto", n, d=1) for n in NOTIONS]  # d = 1: auto is guided
     entries += [offline_entry(m, n) for m in ("pmm", "psmm") for n in NOTIONS]
     entries += [offline_entry("lowdim", "replace")]

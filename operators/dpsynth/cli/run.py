@@ -25,6 +25,7 @@ from dpsynth.cli.common import Source, figure, load_source, print_key, resolve_k
 from dpsynth.cli.errors import fail_on_dpsynth_error
 from dpsynth.cli.timesteps import TimeSteps, time_options, time_steps
 from dpsynth.eval.report import w1_bracket
+from dpsynth.online.mechanism import step_mechanisms, takes_steps
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import Release, encode_release, read_release_file, write_release_file
 from dpsynth.schema import ClipReport, Schema
@@ -298,10 +299,10 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     private. The releases in OUT/releases are the ε-DP output.
     """
     steps = time_steps(time_column, time_origin, time_period, time_end, neighbours)
-    if steps is not None and mechanism in ("accurate", "paper"):
+    if steps is not None and not takes_steps(mechanism):
         raise click.UsageError(f"--time-column: --mechanism {mechanism} counts time in records; "
-                               "use --mechanism adaptive, blocks or guided (steps of public "
-                               "time)")
+                               f"use --mechanism {', '.join(step_mechanisms())} (steps of "
+                               "public time)")
     console = Console()
     noise_key = resolve_key()
     print_key(console, noise_key)

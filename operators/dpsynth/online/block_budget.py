@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from dpsynth.errors import BudgetExceededError, ConfigError
 
 NEIGHBOUR_NOTIONS = ("replace", "add_remove")
-BLOCK_SCHEDULES = ("adaptive", "blocks", "guided")
 CURRENT_SHAPES = ("steps", "last", "pooled")
 #: ``current_shape="steps"``: the share of each block's budget spent on its step summaries, and
 #: the share of that spent on their split decisions (docs/benchmarks.md §13 says how tuned).
@@ -19,16 +18,20 @@ STEP_SHARE = 0.4
 STEP_STRUCTURE_SHARE = 0.3
 #: ``guided``: the share of each block's budget spent on its time nodes (docs/benchmarks.md §13).
 GUIDED_STEP_SHARE = 0.6
+#: ``adaptive``: the share of what a block keeps (after sizes and steps) spent on PrivTree's
+#: split decisions; ``blocks`` and ``guided`` choose no structure privately.
+ADAPTIVE_STRUCTURE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
 class BlockBudget:
     """Per-block budgets and the worst-case loss of one neighbouring change (privacy: P9).
 
-    ``size`` ε_n (open-block Binary Mechanism), ``structure`` ε_s (PrivTree decisions),
-    ``counts`` ε_c (leaf counts; for ``blocks`` the PMM gets ε_s + ε_c; for ``guided`` the
-    block's own summary), ``steps`` ε_o (the open block's step summaries; for ``guided`` its
-    time nodes, split equally over their levels, and block 0's summary gets ε_c + ε_o).
+    ``size`` ε_n (open-block Binary Mechanism), ``structure`` ε_s (PrivTree decisions; 0 for
+    ``blocks`` and ``guided``), ``counts`` ε_c (leaf counts; for ``blocks`` the PMM's; for
+    ``guided`` the block's own summary), ``steps`` ε_o (the open block's step summaries; for
+    ``guided`` its time nodes, split equally over their levels, and block 0's summary gets
+    ε_c + ε_o).
     """
 
     neighbours: str
@@ -43,10 +46,9 @@ class BlockBudget:
 def block_budget(
     epsilon: float,
     neighbours: str,
-    schedule: str,
     *,
     size_share: float = 0.1,
-    structure_share: float = 0.5,
+    structure_share: float = 0.0,
     step_share: float = 0.0,
 ) -> BlockBudget:
     """Split ε per block and check the worst case: ≤ ε, or :class:`BudgetExceededError`.
@@ -54,25 +56,24 @@ def block_budget(
     add/remove: one record lies in one step of one block and changes each of that block's
     mechanisms by one count: loss ε_n + ε_o + ε_s + ε_c. replace: a changed record stays in its
     step, so one block (and one step summary) sees a removal and an addition: loss
-    2(ε_o + ε_s + ε_c), and ε_n = 0 (sizes public). ε_o = ``step_share`` of what ε_n leaves.
+    2(ε_o + ε_s + ε_c), and ε_n = 0 (sizes public). ε_o = ``step_share`` of what ε_n leaves,
+    ε_s = ``structure_share`` of what ε_o leaves.
 
-    >>> b = block_budget(1.0, "add_remove", "adaptive")
+    >>> b = block_budget(1.0, "add_remove", structure_share=0.5)
     >>> round(b.size, 3), round(b.structure, 3), round(b.counts, 3), round(b.worst_case_loss, 3)
     (0.1, 0.45, 0.45, 1.0)
-    >>> block_budget(1.0, "replace", "adaptive").worst_case_loss
+    >>> block_budget(1.0, "replace", structure_share=0.5).worst_case_loss
     1.0
     """
     if neighbours not in NEIGHBOUR_NOTIONS:
         raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOUR_NOTIONS}")
-    if schedule not in BLOCK_SCHEDULES:
-        raise ConfigError(f"schedule ({schedule!r}) must be one of {BLOCK_SCHEDULES}")
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ConfigError(f"epsilon ({epsilon!r}) must be a finite number > 0")
-    for name, share in (("size_share", size_share), ("structure_share", structure_share)):
-        if not 0.0 < share < 1.0:
-            raise ConfigError(f"{name} ({share!r}) must lie strictly between 0 and 1")
-    if not 0.0 <= step_share < 1.0:
-        raise ConfigError(f"step_share ({step_share!r}) must lie in [0, 1)")
+    if not 0.0 < size_share < 1.0:
+        raise ConfigError(f"size_share ({size_share!r}) must lie strictly between 0 and 1")
+    for name, share in (("structure_share", structure_share), ("step_share", step_share)):
+        if not 0.0 <= share < 1.0:
+            raise ConfigError(f"{name} ({share!r}) must lie in [0, 1)")
     if neighbours == "add_remove":
         size = size_share * epsilon
         rest = epsilon - size
@@ -81,7 +82,7 @@ def block_budget(
         size, rest, changes = 0.0, epsilon / 2, 2  # a removal and an addition in one block
     steps = step_share * rest
     rest -= steps
-    structure = structure_share * rest if schedule == "adaptive" else 0.0  # guided: none
+    structure = structure_share * rest
     counts = rest - structure
     loss = size + changes * (steps + structure + counts)  # privacy: P9 (basic composition)
     if loss > epsilon * (1 + 1e-12):

@@ -44,10 +44,9 @@ from dpsynth._types import CellIds, Counts, LeafCounts
 from dpsynth.consistency import make_consistent
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
-from dpsynth.online.block_budget import (  # noqa: F401 (re-exported)
-    BLOCK_SCHEDULES,
+from dpsynth.online.block_budget import (
+    ADAPTIVE_STRUCTURE_SHARE,
     CURRENT_SHAPES,
-    NEIGHBOUR_NOTIONS,
     STEP_SHARE,
     STEP_STRUCTURE_SHARE,
     BlockBudget,
@@ -61,26 +60,34 @@ from dpsynth.online.rounding import (
     mass_depth,
     pooled_intervals,
 )
-from dpsynth.online.steps import StepMechanism, _dyadic_nodes, block_of  # noqa: F401 (re-exported)
+from dpsynth.online.steps import StepMechanism, block_of
 
 #: adaptive releases drop PrivTree leaves whose noisy count is at most this many noise scales:
 #: an empty leaf's clipped noise is phantom mass (≈ half a scale each, hundreds of leaves).
 LEAF_FLOOR_SCALES = 2.0
 
 
-class BlockEngine(StepMechanism):
-    """Steps, blocks and their private histograms for one partition (module docstring).
+class BlockMechanism(StepMechanism):
+    """Steps, blocks and their private histograms for one partition (module docstring);
+    abstract: :class:`AdaptiveMechanism` and :class:`BlocksMechanism` summarise a block.
 
     Not a public entry point: :class:`~dpsynth.online.synthesizer.OnlineSynthesizer` drives it
-    through the mechanism protocol (:mod:`dpsynth.online.mechanism`) with
-    ``mechanism="adaptive"`` or ``"blocks"``.
+    through the mechanism protocol (:mod:`dpsynth.online.mechanism`).
     """
+
+    #: Share of a block's budget (after sizes and steps) for private structure (ε_s).
+    structure_share = 0.0
+
+    @classmethod
+    def budget_for(cls, epsilon: float, neighbours: str, current_shape: str) -> BlockBudget:
+        """The per-block budget, its worst case checked (privacy: P9)."""
+        return block_budget(epsilon, neighbours, structure_share=cls.structure_share,
+                            step_share=STEP_SHARE if current_shape == "steps" else 0.0)
 
     def __init__(
         self,
         d: int,
         budget: BlockBudget,
-        schedule: str,
         noise: KeyedNoise,
         context: tuple[int | str, ...],
         max_depth: int,
@@ -91,7 +98,7 @@ class BlockEngine(StepMechanism):
         if (current_shape == "steps") != (budget.steps > 0):
             raise ConfigError("current_shape='steps' needs a step budget (block_budget("
                               "step_share=...)) and the other shapes none")
-        super().__init__(d, budget, schedule, noise, context, max_depth)
+        super().__init__(d, budget, noise, context, max_depth)
         self.current_shape = current_shape
         self._open: list[CellIds] = []  # records of the open block's completed steps
         self.step_summaries: list[dict[str, Any]] = []  # the open block's steps (ε_o each)
@@ -99,8 +106,6 @@ class BlockEngine(StepMechanism):
         self._steps_depth = 0  # deepest mass depth of the step summaries (a release cache)
         self._folded: tuple[int, int, tuple[np.ndarray, np.ndarray]] | None = None  # cache
         self._masses: tuple[Any, ...] | None = None  # release cache: (D, intervals, densities)
-        if schedule == "adaptive":
-            privtree_params(budget.structure, max_depth=max_depth)  # fails early if impossible
         self.params = {"size": budget.size, "structure": budget.structure,
                        "counts": budget.counts, "steps": budget.steps,
                        "current_shape": current_shape,
@@ -131,16 +136,16 @@ class BlockEngine(StepMechanism):
         context = (*self._context, "block", b)
         records = np.concatenate(self._open) if self._open else np.zeros(0, np.uint64)
         cells, weights = np.unique(records, return_counts=True)
-        if self.schedule == "adaptive":
-            depths, prefixes, counts = privtree_histogram(
-                cells, weights, self.budget.structure, self.budget.counts, self._noise, context,
-                max_depth=self.max_depth,
-            )
-            leaf_var = depths.size * discrete_laplace_variance(1.0 / self.budget.counts)
-            size = self._pooled_size(size, size_var, float(counts.sum()), leaf_var)
-        else:
-            depths, prefixes, counts = self._pmm_leaves(cells, weights, max(size, 0.0), context)
-        return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size}
+        return self._block_histogram(cells, weights, size, size_var, context)
+
+    def _block_histogram(self, cells: CellIds, weights: Counts, size: float, size_var: float,
+                         context: tuple[int | str, ...]) -> dict[str, Any]:  # pragma: no cover
+        """A completed block's private histogram (leaves and size estimate); abstract."""
+        raise NotImplementedError
+
+    def _release_floor(self) -> float:
+        """Leaves at most this high are dropped from releases (0: none)."""
+        return 0.0
 
     def _summarise_step(self, records: list[CellIds]) -> dict[str, Any]:
         """PrivTree histogram of one step's records at ε_o (30 % decisions, 70 % counts)."""
@@ -160,7 +165,8 @@ class BlockEngine(StepMechanism):
 
     def _pmm_leaves(self, cells: CellIds, weights: Counts, size: float,
                     context: tuple[int | str, ...]) -> tuple[Any, Any, Any]:
-        """Offline PMM on the block's histogram, depth from the (noisy) block size."""
+        """Offline PMM on the block's histogram, depth from the (noisy) block size
+        (``blocks``: :class:`BlocksMechanism`)."""
         from dpsynth.offline.pmm import (  # offline imports the synthesizer
             noisy_levels,
             pmm_depth,
@@ -191,7 +197,7 @@ class BlockEngine(StepMechanism):
         """
         if not self.blocks or total == 0:
             return LeafCounts(total, 0, np.array([total], np.int64))
-        floor = LEAF_FLOOR_SCALES / self.budget.counts if self.schedule == "adaptive" else 0.0
+        floor = self._release_floor()
         depth = min(self.max_depth, max(self._blocks_depth, self._steps_depth))
         if self._masses is None or self._masses[0] != depth:  # blocks change at a block's end
             self._masses = pooled_intervals(self.blocks, self.max_depth, floor, depth)
@@ -265,3 +271,41 @@ class BlockEngine(StepMechanism):
         held = sum(a.nbytes for a in self._open)
         summaries = self.blocks + self.step_summaries
         return held + sum(blk["depths"].nbytes * 3 for blk in summaries)
+
+
+class AdaptiveMechanism(BlockMechanism):
+    """``adaptive``: each completed block summarised by a PrivTree histogram (P9, P10)."""
+
+    name = "adaptive"
+    structure_share = ADAPTIVE_STRUCTURE_SHARE
+
+    def __init__(self, d: int, budget: BlockBudget, noise: KeyedNoise,
+                 context: tuple[int | str, ...], max_depth: int,
+                 current_shape: str = "steps") -> None:
+        privtree_params(budget.structure, max_depth=max_depth)  # fails early if impossible
+        super().__init__(d, budget, noise, context, max_depth, current_shape)
+
+    def _block_histogram(self, cells: CellIds, weights: Counts, size: float, size_var: float,
+                         context: tuple[int | str, ...]) -> dict[str, Any]:
+        depths, prefixes, counts = privtree_histogram(
+            cells, weights, self.budget.structure, self.budget.counts, self._noise, context,
+            max_depth=self.max_depth,
+        )
+        leaf_var = depths.size * discrete_laplace_variance(1.0 / self.budget.counts)
+        size = self._pooled_size(size, size_var, float(counts.sum()), leaf_var)
+        return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size}
+
+    def _release_floor(self) -> float:
+        return LEAF_FLOOR_SCALES / self.budget.counts
+
+
+class BlocksMechanism(BlockMechanism):
+    """``blocks``: each completed block summarised by offline PMM (diss. Alg 4) at the
+    block's (noisy) size (P9)."""
+
+    name = "blocks"
+
+    def _block_histogram(self, cells: CellIds, weights: Counts, size: float, size_var: float,
+                         context: tuple[int | str, ...]) -> dict[str, Any]:
+        depths, prefixes, counts = self._pmm_leaves(cells, weights, max(size, 0.0), context)
+        return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size}

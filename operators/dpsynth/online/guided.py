@@ -53,7 +53,7 @@ from numba import njit
 
 from dpsynth._types import CellIds, LeafCounts
 from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
-from dpsynth.online.block_budget import BlockBudget
+from dpsynth.online.block_budget import GUIDED_STEP_SHARE, BlockBudget, block_budget
 from dpsynth.online.em import em_density, stacked_parts
 from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.refinement import refined_partition
@@ -159,16 +159,23 @@ def _partition(starts, density, widths, depth, threshold, d, max_depth):  # type
     return depths[:n].copy(), prefixes[:n].copy()
 
 
-class GuidedEngine(StepMechanism):
+class GuidedMechanism(StepMechanism):
     """Octal time nodes with guided histograms for one partition (module docstring).
 
     Driven by :class:`~dpsynth.online.synthesizer.OnlineSynthesizer` through the mechanism
     protocol with ``mechanism="guided"``.
     """
 
+    name = "guided"
+
+    @staticmethod
+    def budget_for(epsilon: float, neighbours: str) -> BlockBudget:
+        """The per-block budget, its worst case checked (privacy: P16)."""
+        return block_budget(epsilon, neighbours, step_share=GUIDED_STEP_SHARE)
+
     def __init__(self, d: int, budget: BlockBudget, noise: KeyedNoise,
                  context: tuple[int | str, ...], max_depth: int) -> None:
-        super().__init__(d, budget, "guided", noise, context, max_depth)
+        super().__init__(d, budget, noise, context, max_depth)
         self._step_records: list[CellIds] = []  # the open block's completed steps
         self.nodes: dict[tuple[int, int], dict[str, Any]] = {}  # open block: (level, index)
         self._recent: dict[str, Any] | None = None  # the latest step summary: a step's guide

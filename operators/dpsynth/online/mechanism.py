@@ -2,7 +2,7 @@
 
 Layer: core. The synthesizer owns time (records, ticks, public steps), validation, releases and
 snapshots; a *mechanism* owns the private state of one algorithm and answers through
-:class:`Mechanism`. Three implement it:
+:class:`Mechanism`. Five implement it:
 
 ``paper``
     HVZ Alg 1 verbatim (:class:`~dpsynth.online.paper.PaperMechanism`), any
@@ -11,16 +11,20 @@ snapshots; a *mechanism* owns the private state of one algorithm and answers thr
     per-level histograms with GLS and pooling (:class:`~dpsynth.online.accurate.AccurateMechanism`);
 ``adaptive``, ``blocks``
     doubling blocks of public steps with PrivTree or PMM histograms
-    (:class:`~dpsynth.online.blocks.BlockEngine`);
+    (:class:`~dpsynth.online.blocks.AdaptiveMechanism`,
+    :class:`~dpsynth.online.blocks.BlocksMechanism`);
 ``guided``
     the same blocks with octal time nodes and partitions chosen from released summaries
-    (:class:`~dpsynth.online.guided.GuidedEngine`).
+    (:class:`~dpsynth.online.guided.GuidedMechanism`).
 
-Only :func:`make_mechanism` knows which is which; ``"auto"`` resolves in :func:`resolve_mechanism`.
+Only this module knows which is which (its registry); ``"auto"`` resolves in
+:func:`resolve_mechanism`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dpsynth._types import CellIds, LeafCounts
@@ -29,21 +33,13 @@ from dpsynth.clock import TickClock
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
 from dpsynth.online.accurate import DEFAULT_FRESH, AccurateMechanism
-from dpsynth.online.block_budget import GUIDED_STEP_SHARE
-from dpsynth.online.blocks import (
-    BLOCK_SCHEDULES,
-    NEIGHBOUR_NOTIONS,
-    STEP_SHARE,
-    BlockEngine,
-    block_budget,
-)
-from dpsynth.online.guided import GuidedEngine
+from dpsynth.online.block_budget import NEIGHBOUR_NOTIONS
+from dpsynth.online.blocks import AdaptiveMechanism, BlocksMechanism
+from dpsynth.online.guided import GuidedMechanism
 from dpsynth.online.paper import PaperMechanism
 from dpsynth.release import PLACEMENTS
 from dpsynth.tree import MAX_TREE_DEPTH
 
-#: Every algorithm's name (the release metadata calls it ``schedule``).
-MECHANISMS = ("paper", "accurate", *BLOCK_SCHEDULES)
 #: ``mechanism="auto"``: the measured winner (docs/benchmarks.md §13), under both notions and for
 #: every d — guided below a per-record ε of :data:`AUTO_ADAPTIVE_FROM` (adaptive's open block,
 #: seen one step at a time, stops improving with t on drifting streams), adaptive from it on
@@ -53,8 +49,9 @@ AUTO = "auto"
 #: The per-record ε from which ``auto`` is adaptive (public: the configuration decides it).
 AUTO_ADAPTIVE_FROM = 1000.0
 
-__all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "Mechanism", "check_arguments",
-           "make_mechanism", "per_record_epsilon", "resolve_mechanism"]
+__all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "Mechanism", "MechanismArgs",
+           "check_arguments", "make_mechanism", "per_record_epsilon", "resolve_mechanism",
+           "step_mechanisms", "takes_steps"]
 
 
 class Mechanism(Protocol):
@@ -146,6 +143,81 @@ def resolve_mechanism(mechanism: str, d: int, neighbours: str, epsilon: float = 
     return "adaptive" if epsilon >= AUTO_ADAPTIVE_FROM else "guided"
 
 
+@dataclass(frozen=True)
+class MechanismArgs:
+    """What the factory gives a mechanism's builder (checked before it is called)."""
+
+    d: int
+    epsilon: float  # per record
+    noise: KeyedNoise
+    clock: TickClock
+    context: tuple[int | str, ...]  # ("dpsynth", "partition", p): the builder appends its own
+    max_depth: int
+    neighbours: str
+    schedule: Schedule | None
+    fresh: float | None
+    alpha: float | None
+    current_shape: str
+
+
+def _guided(a: MechanismArgs) -> Mechanism:
+    budget = GuidedMechanism.budget_for(a.epsilon, a.neighbours)  # privacy: P16
+    return GuidedMechanism(a.d, budget, a.noise, (*a.context, "guided"), a.max_depth)
+
+
+def _block_builder(cls: type[AdaptiveMechanism] | type[BlocksMechanism]
+                   ) -> Callable[[MechanismArgs], Mechanism]:
+    def build(a: MechanismArgs) -> Mechanism:
+        budget = cls.budget_for(a.epsilon, a.neighbours, a.current_shape)  # privacy: P9
+        return cls(a.d, budget, a.noise, (*a.context, cls.name), a.max_depth, a.current_shape)
+    return build
+
+
+def _accurate(a: MechanismArgs) -> Mechanism:
+    return AccurateMechanism(a.d, a.epsilon, a.clock, a.noise, (*a.context, "accurate"),
+                             a.max_depth, a.alpha, DEFAULT_FRESH if a.fresh is None else a.fresh)
+
+
+def _paper(a: MechanismArgs) -> Mechanism:
+    schedule = a.schedule
+    if schedule is None:
+        schedule = paper_schedule(a.d, a.epsilon)
+    elif schedule.d != a.d or schedule.epsilon != float(a.epsilon):
+        raise ConfigError(
+            f"schedule '{schedule.name}' is for d={schedule.d}, epsilon={schedule.epsilon}; "
+            f"build it with d={a.d}, epsilon={a.epsilon}"
+        )
+    return PaperMechanism(a.d, schedule, a.clock, a.noise, (*a.context, "cells"), a.max_depth)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    build: Callable[[MechanismArgs], Mechanism]
+    steps: bool  # time is public steps (any notion); else record counts (replacement only)
+
+
+#: Every shipped mechanism, in the order of the documentation: the only place that knows them.
+_REGISTRY: dict[str, _Entry] = {
+    "paper": _Entry(_paper, steps=False),
+    "accurate": _Entry(_accurate, steps=False),
+    "adaptive": _Entry(_block_builder(AdaptiveMechanism), steps=True),
+    "blocks": _Entry(_block_builder(BlocksMechanism), steps=True),
+    "guided": _Entry(_guided, steps=True),
+}
+#: Every algorithm's name (the release metadata calls it ``schedule``).
+MECHANISMS = tuple(_REGISTRY)
+
+
+def step_mechanisms() -> tuple[str, ...]:
+    """The mechanisms whose time is public steps: the only ones for add/remove."""
+    return tuple(name for name, entry in _REGISTRY.items() if entry.steps)
+
+
+def takes_steps(mechanism: str) -> bool:
+    """True when ``mechanism`` (``"auto"`` included) counts time in public steps."""
+    return mechanism == AUTO or _REGISTRY[mechanism].steps
+
+
 def make_mechanism(
     mechanism: str,
     *,
@@ -170,35 +242,18 @@ def make_mechanism(
         raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOUR_NOTIONS}")
     if mechanism not in MECHANISMS:
         raise ConfigError(f"mechanism ({mechanism!r}) must be one of {(AUTO, *MECHANISMS)}")
-    if neighbours == "add_remove" and mechanism not in BLOCK_SCHEDULES:
+    if neighbours == "add_remove" and not _REGISTRY[mechanism].steps:
+        steps = step_mechanisms()
         raise ConfigError(
-            "neighbours='add_remove' needs mechanism='adaptive', 'blocks' or 'guided': the time "
-            "levels of the other mechanisms count records, and the record count is private "
-            "under add/remove (docs/privacy.md P9)"
+            f"neighbours='add_remove' needs mechanism={', '.join(map(repr, steps[:-1]))} or "
+            f"{steps[-1]!r}: the time levels of the other mechanisms count records, and the "
+            "record count is private under add/remove (docs/privacy.md P9)"
         )
     if schedule is not None and mechanism != "paper":
         raise ConfigError(f"schedule (an ε allocation) applies to mechanism='paper' only, not "
                           f"{mechanism!r}; drop it")
     if mechanism != "accurate" and (fresh or alpha is not None):  # None and 0.0 are "unset"
         raise ConfigError("fresh and alpha apply to mechanism='accurate' only; drop them")
-    base = ("dpsynth", "partition", partition)
-    if mechanism == "guided":
-        budget = block_budget(epsilon, neighbours, mechanism,  # privacy: P16
-                              step_share=GUIDED_STEP_SHARE)
-        return GuidedEngine(d, budget, noise, (*base, mechanism), max_depth)
-    if mechanism in BLOCK_SCHEDULES:
-        budget = block_budget(epsilon, neighbours, mechanism,  # privacy: P9
-                              step_share=STEP_SHARE if current_shape == "steps" else 0.0)
-        return BlockEngine(d, budget, mechanism, noise, (*base, mechanism), max_depth,
-                           current_shape)
-    if mechanism == "accurate":
-        return AccurateMechanism(d, epsilon, clock, noise, (*base, "accurate"), max_depth,
-                                 alpha, DEFAULT_FRESH if fresh is None else fresh)
-    if schedule is None:
-        schedule = paper_schedule(d, epsilon)
-    elif schedule.d != d or schedule.epsilon != float(epsilon):
-        raise ConfigError(
-            f"schedule '{schedule.name}' is for d={schedule.d}, epsilon={schedule.epsilon}; "
-            f"build it with d={d}, epsilon={epsilon}"
-        )
-    return PaperMechanism(d, schedule, clock, noise, (*base, "cells"), max_depth)
+    return _REGISTRY[mechanism].build(MechanismArgs(
+        d, epsilon, noise, clock, ("dpsynth", "partition", partition), max_depth, neighbours,
+        schedule, fresh, alpha, current_shape))

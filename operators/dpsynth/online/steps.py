@@ -8,7 +8,7 @@ the records of the open block are counted by a Binary Mechanism over its steps (
 
 :class:`StepMechanism` implements the parts of the mechanism protocol
 (:mod:`dpsynth.online.mechanism`) that do not depend on how a block is summarised; subclasses
-(:class:`~dpsynth.online.blocks.BlockEngine`, :class:`~dpsynth.online.guided.GuidedEngine`)
+(:mod:`~dpsynth.online.blocks`, :class:`~dpsynth.online.guided.GuidedMechanism`)
 implement ``end_step``, ``_leaf_counts`` and their state.
 """
 
@@ -43,12 +43,12 @@ class StepMechanism:
     """Public steps and doubling blocks of one partition (module docstring); abstract."""
 
     counts_records = False  # time is public steps: any neighbour notion
+    name = ""  # each concrete mechanism's (release metadata ``schedule``)
 
-    def __init__(self, d: int, budget: BlockBudget, schedule: str, noise: KeyedNoise,
+    def __init__(self, d: int, budget: BlockBudget, noise: KeyedNoise,
                  context: tuple[int | str, ...], max_depth: int) -> None:
         self.d = d
         self.budget = budget
-        self.schedule = schedule
         self.max_depth = max_depth
         self._noise = noise
         self._context = context
@@ -56,7 +56,6 @@ class StepMechanism:
         self._pending: list[CellIds] = []  # records of the open step
         self._step_counts: list[int] = []  # open block: true count of each completed step
         self.blocks: list[dict[str, Any]] = []  # completed blocks: leaves and size estimate
-        self.name = schedule
         self.worst_case_loss = budget.worst_case_loss
 
     # -- the mechanism protocol (dpsynth.online.mechanism) -------------------------------------

@@ -31,6 +31,7 @@ from dpsynth.online.mechanism import (
     check_arguments,
     make_mechanism,
     per_record_epsilon,
+    step_mechanisms,
 )
 from dpsynth.online.users import UserLevel, check_unit, refuse_users
 from dpsynth.release import RELEASE_SCHEMA_VERSION, Release
@@ -124,7 +125,8 @@ class OnlineSynthesizer:
     ) -> None:
         name = check_arguments(d, mechanism, schedule, max_depth, placement, neighbours,
                                per_record_epsilon(epsilon, privacy_unit, max_contributions))
-        check_unit(privacy_unit, max_contributions, max_contributions_per_step, neighbours, name)
+        check_unit(privacy_unit, max_contributions, max_contributions_per_step, neighbours, name,
+                   step_mechanisms())
         self.d = d
         self.epsilon = float(epsilon)
         self.release_every = release_every

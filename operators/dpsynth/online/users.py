@@ -24,13 +24,11 @@ from dpsynth.bounding import ContributionBounds, UserHasher, UserKeys
 from dpsynth.errors import ConfigError, SchemaError
 from dpsynth.noise import KeyedNoise
 
-#: Mechanisms whose time is public steps: the only ones for user-level add/remove.
-STEP_MECHANISMS = ("adaptive", "blocks", "guided")
-
 
 def check_unit(privacy_unit: str, max_contributions: int | None, per_step: int | None,
-               neighbours: str, mechanism: str) -> None:
-    """Refuse an unknown unit, a bound without the user unit, or an unsound combination."""
+               neighbours: str, mechanism: str, step_mechanisms: tuple[str, ...]) -> None:
+    """Refuse an unknown unit, a bound without the user unit, or an unsound combination
+    (``step_mechanisms``: the mechanisms whose time is public steps)."""
     if privacy_unit not in PRIVACY_UNITS:
         raise ConfigError(f"privacy_unit ({privacy_unit!r}) must be one of {PRIVACY_UNITS}")
     if privacy_unit == "record":
@@ -42,13 +40,13 @@ def check_unit(privacy_unit: str, max_contributions: int | None, per_step: int |
     if max_contributions is None:
         raise ConfigError("privacy_unit='user' needs max_contributions=k, the records of one "
                           "user counted over the whole stream (later ones are dropped), e.g. 16")
-    if neighbours == "add_remove" and mechanism not in STEP_MECHANISMS:  # privacy: P15
+    if neighbours == "add_remove" and mechanism not in step_mechanisms:  # privacy: P15
+        steps = ", ".join(map(repr, step_mechanisms[:-1])) + f" or {step_mechanisms[-1]!r}"
         raise ConfigError(
             f"privacy_unit='user' with neighbours='add_remove' and mechanism={mechanism!r} is "
             "not sound: its time levels count records, and removing a user's records moves "
-            "every later level boundary. Combinations that work: mechanism 'adaptive', "
-            "'blocks' or 'guided' with either notion, or 'accurate' / 'paper' with "
-            "neighbours='replace' (docs/privacy.md P15)"
+            f"every later level boundary. Combinations that work: mechanism {steps} with "
+            "either notion, or the others with neighbours='replace' (docs/privacy.md P15)"
         )
 
 
