@@ -5,23 +5,23 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
 
 ``core noise|level|all|accuracy|rate|throughput|modes|offline|offline-cost|peer``
     the sampler, one level tick, the online synthesizer's accuracy and speed, the schedules,
-    the offline mechanisms and the add/remove comparison with PHDStream (docs/benchmarks.md
-    §1–§12);
+    the offline mechanisms and the add/remove comparison with PHDStream (docs/benchmarks.md:
+    "Noise sampler and counter tick", "Paper mode", "Offline mechanisms", the appendix);
 ``kafka``
-    the Kafka operator from produce to release (§8);
+    the Kafka worker from produce to release ("Kafka worker");
 ``topics``
-    ``dpsynth topics import`` / ``export`` of a recording of 10^6 records (§14);
+    ``dpsynth topics import`` / ``export`` of a recording of 10^6 records ("Topic recordings");
 ``drift``
     accuracy under drift: every mechanism against offline PMM on stationary and drifting
-    streams (§13);
+    streams ("Accuracy of the default", "Accuracy by mechanism", "Accuracy under drift");
 ``tabular``, ``tabular-report`` and ``tabular-speed``
-    paper 003's Adult tables and the per-step time before/after issue 17 (§11);
+    paper 003's Adult tables and the per-step time before/after issue 17 ("Tabular streams");
 ``mutation``
     the mutation check of the privacy core (docs/privacy.md P14): every overspending mutant
     must fail a test or the neighbour audit;
 ``user``
     the privacy unit "user": accuracy on Gowalla against PMM, cost of bounding, state size,
-    10^7 distinct users (§16).
+    10^7 distinct users ("Privacy unit user").
 """
 
 from __future__ import annotations
@@ -294,14 +294,15 @@ def _floats(text: str) -> tuple[float, ...]:
 @click.option("--t", "ts", default="4000,20000,100000", show_default=True)
 @click.option("--epsilons", default="1,4", show_default=True)
 @click.option("--mechanisms", default="adaptive,blocks,accurate,paper", show_default=True,
-              help="auto is guided at d = 1, adaptive at d ≥ 2 (docs/benchmarks.md §13).")
+              help="auto is guided below a per-record ε of 10³, adaptive from it "
+                   "(docs/benchmarks.md, Accuracy of the default).")
 @click.option("--notions", default="replace,add_remove", show_default=True)
 @click.option("--seeds", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
 def drift_bench(streams: str, ds: str, ts: str, epsilons: str, mechanisms: str, notions: str,
                 seeds: int, workers: int, json_path: Path | None) -> None:
-    """Accuracy under drift: every mechanism against offline PMM (docs/benchmarks.md §13)."""
+    """Accuracy under drift: every mechanism against offline PMM (docs/benchmarks.md)."""
     from benchmarks.drift import panel_cases, run_panel
 
     cases = panel_cases(tuple(streams.split(",")), tuple(int(v) for v in ds.split(",")),

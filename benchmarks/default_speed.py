@@ -4,7 +4,8 @@
 public step after every 500 records, then a release), Gowalla and uniform data. Each
 measurement is one process: a warm-up on 2,000 records (kernels compiled, caches filled), then
 the median of three runs. The two versions of the code run alternately, ``--rounds`` times
-each, on the same machine, so the ratio is taken under the same load (docs/benchmarks.md §13):
+each, on the same machine, so the ratio is taken under the same load (docs/benchmarks.md,
+"Speed of the default"):
 
     python -m benchmarks.default_speed --baseline <old checkout>/operators --rounds 5
 

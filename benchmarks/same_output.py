@@ -5,7 +5,7 @@ state snapshots (midway, then restored and continued, and at the end) over a pan
 a moving blob, five clumps and Gowalla (d = 3: a uniform third coordinate) × d = 1, 2, 3 ×
 ε = 0.5, 1, 10, 10⁴ × both neighbour notions (add/remove: uneven public steps, empty ones
 included) — once with this checkout and once with ``--baseline``, each in a fresh process, and
-prints the cases whose hashes differ (docs/benchmarks.md §13.6):
+prints the cases whose hashes differ (docs/benchmarks.md "Speed of the default"):
 
     python -m benchmarks.same_output --baseline <old checkout>/operators
 """

@@ -181,8 +181,9 @@ def read_results(out: Path) -> list[dict[str, Any]]:
     return rows
 
 
-#: Before/after per-step time (issue 17): docs/benchmarks.md §11's runtime cases, each with the
-#: defaults before issue 17 (EM selection, Alg 3's m and r, k = 1 for ε ≤ 1 else 4) and now.
+#: Before/after per-step time (issue 17): the runtime cases of docs/benchmarks.md, "Tabular
+#: streams", each with the defaults before issue 17 (EM selection, Alg 3's m and r, k = 1 for
+#: ε ≤ 1 else 4) and now.
 SPEED_CASES = (("randomized-50", 1.0, "simple"), ("randomized-50", 4.0, "simple"),
                ("randomized-50", 4.0, "block"), ("randomized-200", 4.0, "simple"))
 

@@ -25,7 +25,7 @@ and returned for ``--json``:
     .PartitionProcessor`: decoding, key check, bounding, RocksDB commits of snapshot, watermark
     and user counts) over N messages of one record, each of a distinct user, against the record
     unit on the same messages; the broker is replaced by a sink that discards (Kafka's own cost
-    is the same for both units, docs/benchmarks.md §8).
+    is the same for both units, docs/benchmarks.md "Kafka worker").
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _synth(epsilon: float, key: bytes, release_every: int, neighbours: str,
 def _feed(synth: OnlineSynthesizer, x: np.ndarray, users: np.ndarray | None,
           step: int) -> np.ndarray:
     """Feed everything (steps of ``step`` records under add/remove, the batch model of
-    §12–§13); returns the mask of counted records."""
+    the drift benchmark); returns the mask of counted records."""
     counted = np.ones(len(x), bool)
     for lo in range(0, len(x), step):
         part = None if users is None else users[lo:lo + step]
@@ -286,7 +286,7 @@ def worker_kafka(n: int, bootstrap: str | None, kafka_dir: str, timeout_s: float
     """The worker on a real broker: ``n`` one-record messages, each keyed by its own user
     (Kafka's default partitioner), record unit then user unit (k = 1) on the same topic;
     records/s from the partition's assignment (it shows in /metrics) to t = n with the input's
-    last offset committed (§8's method)."""
+    last offset committed (the method of ``benchmarks.kafka``)."""
     import os
 
     from dpsynth.testing import broker

@@ -10,9 +10,9 @@ Three properties that the bugs of issue 14 broke (each test names the bug it wou
   a bias of 0.04 at every ε, ``accurate`` one of 0.28 at ε = 10⁴).
 
 Streams here are the held-out drifting generators of :mod:`dpsynth.datasets` (not those the
-shares were tuned on, docs/benchmarks.md §13). Keys are fixed, so each test is deterministic;
-the false-alarm rates below are over the choice of keys, from the per-key spread of W1
-(≈ ±25 %, measured) and of the release mean.
+shares were tuned on, docs/benchmarks.md "How the defaults were tuned"). Keys are fixed, so each
+test is deterministic; the false-alarm rates below are over the choice of keys, from the per-key
+spread of W1 (≈ ±25 %, measured) and of the release mean.
 """
 
 from __future__ import annotations
