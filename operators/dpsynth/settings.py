@@ -1,109 +1,75 @@
-"""Settings shared by the CLI and the worker: one pydantic model of the synthesis parameters.
+"""The settings models, generated from the declared parameters (:mod:`dpsynth.params`).
 
-Layer: adapter (pydantic). :class:`SynthesisSettings` declares each parameter once — its type,
-default and rule — and builds the :class:`~dpsynth.online.OnlineSynthesizer`; the worker's
-:class:`~dpsynth.stream.settings.WorkerConfig` extends it with the Kafka settings, and
-``dpsynth run`` fills it from its options. Every field's environment name is ``DPSYNTH_`` + its
-name in upper case; a bad value is refused with :class:`~dpsynth.errors.ConfigError` naming
-that variable, the value and the rule (never a key: secrets are :class:`~pydantic.SecretStr`).
+Layer: adapter (pydantic). :class:`SynthesisSettings` holds the synthesis parameters that
+``dpsynth run`` and the worker share and builds the :class:`~dpsynth.online.OnlineSynthesizer`;
+:class:`WorkerSettings` adds every worker setting (``DPSYNTH_*``), and
+:class:`~dpsynth.stream.settings.WorkerConfig` adds the worker's derived settings to it. No
+field is written here: each comes from its :class:`~dpsynth.params.Param` (type, default,
+rule), so the models cannot drift from the declarations, the commands' options or the docs. A
+bad value is refused with :class:`~dpsynth.errors.ConfigError` naming the variable (or option),
+the value and the rule (never a key: secrets are :class:`~pydantic.SecretStr`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import create_model as _create_model
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from dpsynth.accounting import PRIVACY_UNITS
-from dpsynth.bounding import MAX_CONTRIBUTIONS
 from dpsynth.errors import ConfigError
-from dpsynth.online.mechanism import AUTO, MECHANISMS, NEIGHBOUR_NOTIONS
-from dpsynth.online.synthesizer import DEFAULT_MAX_DEPTH, OnlineSynthesizer
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.params import PARAMS, PREFIX, REQUIRED, Param
 from dpsynth.schema import Schema
 
-PREFIX = "DPSYNTH_"
+_PY = {"int": int, "float": float, "bool": bool, "text": str, "choice": str, "custom": Any,
+       "path": Path}
 
 
 def env_name(field: str) -> str:
-    """The environment variable of a settings field: ``DPSYNTH_`` + its name in upper case."""
-    return PREFIX + field.upper()
+    """The environment variable of a settings field (its parameter's ``env``)."""
+    param = PARAMS.get(field)
+    return param.env if param is not None else PREFIX + field.upper()
 
 
-def integer(low: int, high: int | None = None) -> BeforeValidator:
-    """An integer in [low, high] (or ≥ low), parsed from text or a number."""
-    def check(value: Any) -> int:
-        try:
-            number = int(str(value).strip()) if not isinstance(value, bool) else None
-        except ValueError:
-            number = None
-        if number is None or number < low or (high is not None and number > high):
-            bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-            raise ValueError(f"must be an integer {bound}; fix it")
-        return number
-    return BeforeValidator(check)
+def _field(param: Param, *, by_engine: bool = False) -> tuple[Any, Any]:
+    """(annotation, FieldInfo) of ``param``; ``by_engine``: unset until the engine is known."""
+    default = None if by_engine and param.engines else param.default
+    default = ... if default is REQUIRED else default
+    if param.kind == "secret":
+        return SecretStr | None, Field(default, alias=param.env, repr=False)
+    python = _PY[param.kind]
+    if param.optional or default is None:
+        python = python | None
+    parse = param.parse if not (by_engine and param.engines) else (
+        lambda v, parse=param.parse: None if v is None else parse(v))
+    return Annotated[python, BeforeValidator(parse)], Field(default, alias=param.env)
 
 
-def optional_integer(low: int, high: int) -> BeforeValidator:
-    """Unset (None or empty) or an integer in [low, high]."""
-    check = integer(low, high).func
-    return BeforeValidator(lambda v: None if v is None or str(v).strip() == "" else check(v))
+def _fields(params: list[Param], *, by_engine: bool = False) -> dict[str, Any]:
+    return {p.name: _field(p, by_engine=by_engine) for p in params}
 
 
-def number(low: float, *, strict: bool = False) -> BeforeValidator:
-    """A finite number ≥ low (> low when ``strict``)."""
-    def check(value: Any) -> float:
-        try:
-            x = float(str(value).strip()) if not isinstance(value, bool) else math.nan
-        except ValueError:
-            x = math.nan
-        if not (math.isfinite(x) and (x > low if strict else x >= low)):
-            raise ValueError(f"must be a finite number {'>' if strict else '>='} {low:g}; fix it")
-        return x
-    return BeforeValidator(check)
-
-
-def boolean() -> BeforeValidator:
-    """true/false, yes/no, on/off, 1/0."""
-    def check(value: Any) -> bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise ValueError("must be true or false")
-    return BeforeValidator(check)
-
-
-def choice(options: tuple[str, ...], *, lower: bool = False) -> BeforeValidator:
-    """One of ``options``."""
-    def check(value: Any) -> str:
-        text = str(value).strip()
-        text = text.lower() if lower else text
-        if text not in options:
-            raise ValueError(f"must be one of {options}")
-        return text
-    return BeforeValidator(check)
-
-
-def matching(test: Callable[[str], bool], rule: str) -> BeforeValidator:
-    """Text for which ``test`` holds; ``rule`` says what is allowed."""
-    def check(value: Any) -> str:
-        text = str(value).strip()
-        if not test(text):
-            raise ValueError(rule)
-        return text
-    return BeforeValidator(check)
+#: The synthesis parameters ``dpsynth run`` and the worker share.
+SHARED = [p for p in PARAMS.values()
+          if {"run", "worker"} <= p.scopes and p.group == "synthesis"]
+#: Every other worker setting.
+WORKER_ONLY = [p for p in PARAMS.values() if "worker" in p.scopes and p not in SHARED]
 
 
 def option_name(field: str) -> str:
     """The command-line option of a settings field: ``--release-every``."""
-    return "--" + field.replace("_", "-")
+    param = PARAMS.get(field)
+    return param.option_name if param is not None else "--" + field.replace("_", "-")
+
+
+#: A setting's field name by its environment variable (error locations use the alias).
+_BY_ENV = {p.env: p.name for p in PARAMS.values()}
 
 
 def config_error(error: ValidationError, fixes: Mapping[str, str] | None = None, *,
@@ -117,7 +83,8 @@ def config_error(error: ValidationError, fixes: Mapping[str, str] | None = None,
     messages = []
     for item in error.errors():
         field = str(item["loc"][0]) if item["loc"] else ""
-        name = field if field.startswith(PREFIX) else label(field) if field else ""
+        field = _BY_ENV.get(field, field)
+        name = label(field) if field else ""
         rule = str(item["msg"]).removeprefix("Value error, ")
         if item["type"] == "missing":
             messages.append(f"{name} is not set: {(fixes or {}).get(name, 'set it')}")
@@ -130,32 +97,11 @@ def config_error(error: ValidationError, fixes: Mapping[str, str] | None = None,
     return ConfigError("; ".join(messages))
 
 
-#: The online algorithm's name (``"auto"`` resolves per d and notion).
-Mechanism = Annotated[str, choice((AUTO, *MECHANISMS))]
-#: The neighbour notion.
-Neighbours = Annotated[str, choice(NEIGHBOUR_NOTIONS)]
-#: The privacy unit (docs/privacy.md P15).
-PrivacyUnit = Annotated[str, choice(PRIVACY_UNITS, lower=True)]
-#: An optional bound on a user's records: unset, or an integer in [1, MAX_CONTRIBUTIONS].
-Bound = Annotated[int | None, optional_integer(1, MAX_CONTRIBUTIONS)]
-
-
-class SynthesisSettings(BaseModel):
+class SynthesisSettings(_create_model(  # type: ignore[misc]
+        "_SynthesisFields", __config__=ConfigDict(frozen=True, extra="ignore",
+                                                   populate_by_name=True),
+        **_fields(SHARED))):
     """The online synthesizer's public parameters (``DPSYNTH_EPSILON`` … in the worker)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    epsilon: Annotated[float, number(0.0, strict=True)]
-    release_every: Annotated[int, integer(1)] = 1000
-    max_depth: Annotated[int, integer(0, 63)] = DEFAULT_MAX_DEPTH
-    mechanism: Mechanism = AUTO
-    neighbours: Neighbours = "replace"
-    #: ``user``: ε per user, the first ``max_contributions`` records of each user counted.
-    privacy_unit: PrivacyUnit = "record"
-    max_contributions: Bound = None
-    max_contributions_per_step: Bound = None
-    #: The field of each record holding its user id (else the schema's ``user_column``).
-    user_column: str = ""
 
     @classmethod
     def of(cls, *, label: Callable[[str], str] = env_name, **values: Any) -> SynthesisSettings:
@@ -206,3 +152,14 @@ def bootstrap_of(broker: str) -> str:
     """
     parts = [p.strip() for p in re.split(r"[;,]", broker) if p.strip()]
     return ",".join(p.split("://", 1)[1] if "://" in p else p for p in parts)
+
+
+class WorkerSettings(_create_model(  # type: ignore[misc]
+        "_WorkerFields", __base__=(SynthesisSettings, BaseSettings),
+        **_fields([p for p in SHARED if p.engines], by_engine=True), **_fields(WORKER_ONLY))):
+    """Every worker setting, read from ``DPSYNTH_`` + its name in upper case; the settings with
+    a default per engine are unset (None) until the engine resolves them."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX, frozen=True, extra="ignore", populate_by_name=True,
+        case_sensitive=True)

@@ -191,7 +191,7 @@ def test_a_data_directory_is_held_by_one_worker(env):
     lock_data_dir(config).close()  # free again
 
 
-def test_mechanism_setting_and_its_old_name(env):
+def test_mechanism_setting_and_a_retired_name(env):
     from dpsynth.online.mechanism import MECHANISMS
 
     assert load_config(env).mechanism == "auto"  # the synthesizer's default
@@ -199,22 +199,25 @@ def test_mechanism_setting_and_its_old_name(env):
         env["DPSYNTH_MECHANISM"] = name
         assert load_config(env).mechanism == name
     del env["DPSYNTH_MECHANISM"]
-    env["DPSYNTH_SCHEDULE"] = "paper"  # the variable's name before 0.2 still works
-    assert load_config(env).mechanism == "paper"
-    env["DPSYNTH_SCHEDULE"] = "greedy"  # the error names the variable that was set
-    with pytest.raises(ConfigError, match="DPSYNTH_SCHEDULE \\('greedy'\\) must be one of"):
+    env["DPSYNTH_SCHEDULE"] = "paper"  # its name before 0.1: refused, naming the new one
+    with pytest.raises(ConfigError, match="DPSYNTH_SCHEDULE is now DPSYNTH_MECHANISM"):
         load_config(env)
+    env["DPSYNTH_MECHANISM"] = "greedy"
+    with pytest.raises(ConfigError, match="DPSYNTH_MECHANISM \\('greedy'\\) must be one of"):
+        load_config({k: v for k, v in env.items() if k != "DPSYNTH_SCHEDULE"})
 
 
 def test_neighbours_setting_is_validated_and_bound_to_the_state(env):
-    from dpsynth.stream.engines import synthesizer_config
+    from dpsynth.stream.engines import bound_variable, public_config
 
     assert load_config(env).neighbours == "replace"
-    assert "neighbours" not in synthesizer_config(load_config(env))  # older states still load
+    assert public_config(load_config(env))["neighbours"] == "replace"
     env["DPSYNTH_NEIGHBOURS"] = "add_remove"  # steps end at tick markers only (P11)
     config = load_config(env)
     assert config.mechanism == "auto" and config.tick_seconds == 60
-    assert synthesizer_config(config)["neighbours"] == "add_remove"
+    assert public_config(config)["neighbours"] == "add_remove"
+    assert bound_variable("neighbours") == "DPSYNTH_NEIGHBOURS"
+    assert bound_variable("schedule") == "DPSYNTH_MECHANISM"
     env["DPSYNTH_MECHANISM"] = "accurate"  # time levels count records: refused
     with pytest.raises(ConfigError, match="needs mechanism='adaptive', 'blocks' or 'guided'"):
         load_config(env)

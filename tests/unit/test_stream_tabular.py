@@ -124,7 +124,8 @@ def test_tabular_settings_are_read_and_defaulted(tmp_path):
     ({"DPSYNTH_SCHEMA_FILE": "s.json"}, "unset DPSYNTH_SCHEMA_FILE"),
     ({"DPSYNTH_ENGINE": "trees"}, "DPSYNTH_ENGINE .* must be one of \\('points', 'tabular'\\)"),
     ({"DPSYNTH_TABULAR_MECHANISM": "mwem"}, "DPSYNTH_TABULAR_MECHANISM .* must be one of"),
-    ({"DPSYNTH_TABULAR_METHOD": "mwem"}, "DPSYNTH_TABULAR_METHOD .* must be one of"),  # old name
+    ({"DPSYNTH_TABULAR_METHOD": "baseline"}, "DPSYNTH_TABULAR_METHOD is now "
+                                             "DPSYNTH_TABULAR_MECHANISM"),  # renamed
     ({"DPSYNTH_TABULAR_COUNTER": "tree"}, "DPSYNTH_TABULAR_COUNTER .* must be one of"),
     ({"DPSYNTH_TABULAR_WORKLOADS_PER_STEP": "0"}, "DPSYNTH_TABULAR_WORKLOADS_PER_STEP"),
     ({"DPSYNTH_ENGINE": None}, "set DPSYNTH_ENGINE=tabular .* or unset DPSYNTH_DOMAIN_FILE"),
@@ -143,8 +144,9 @@ def test_a_bad_tabular_setting_is_refused_with_its_fix(tmp_path, change, fragmen
 def test_tabular_settings_from_a_toml_file_and_the_environment_wins(tmp_path):
     domain = write_domain(tmp_path / "domain.json")
     toml = tmp_path / "worker.toml"
-    toml.write_text(f'engine = "tabular"\ndomain_file = "{domain}"\ntabular_method = "baseline"\n'
-                    'tabular_counter = "block"\ntabular_workloads_per_step = 2\n')
+    toml.write_text(f'engine = "tabular"\ndomain_file = "{domain}"\n'
+                    'tabular_mechanism = "baseline"\ntabular_counter = "block"\n'
+                    'tabular_workloads_per_step = 2\n')
     env = {k: v for k, v in _env(tmp_path).items()
            if k not in ("DPSYNTH_ENGINE", "DPSYNTH_DOMAIN_FILE")}
     config = load_config({**env, "DPSYNTH_CONFIG_FILE": str(toml),

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from dpsynth.accounting._checks import _BUDGET_RTOL, _check_epsilon, _check_level, _fmt_pair
 from dpsynth.errors import BudgetExceededError
+from dpsynth.params import PARAMS
 
 #: ``privacy_unit`` values: a record (event-level), or a user (all of one user's records).
-PRIVACY_UNITS = ("record", "user")
+PRIVACY_UNITS = PARAMS["privacy_unit"].values
 
 __all__ = ["PRIVACY_UNITS", "record_epsilon", "user_level_loss"]
 

@@ -33,6 +33,7 @@ from dpsynth.audit.measures import (
     release_statistics,
     table_statistics,
 )
+from dpsynth.contract import Synthesizer, feed_all
 from dpsynth.noise import KeyedNoise
 from dpsynth.offline.lowdim import lowdim_release
 from dpsynth.offline.pmm import pmm_leaves
@@ -115,6 +116,15 @@ def table_releases_output(releases: Sequence[TabularRelease], key: bytes) -> Out
 # -- the library ----------------------------------------------------------------------------
 
 
+def drive(synth: Synthesizer[Any], data: AuditInput) -> list[Any]:
+    """Every release of ``synth`` over ``data`` through the contract's feed loop: one public
+    step per step under add/remove (P11), the steps' records in order under replacement."""
+    users = data.users if data.users is not None else [None] * len(data.steps)
+    chunks = ((step, None if ids is None else list(ids))
+              for step, ids in zip(data.steps, users, strict=True))
+    return feed_all(synth, chunks, steps=synth.neighbours == "add_remove")
+
+
 def online_entry(mechanism: str, notion: str, d: int = 2) -> EntryPoint:
     """``OnlineSynthesizer(mechanism=…, neighbours=…)``: add + step per step (add/remove), or
     ``extend`` with a release every step's records (replacement)."""
@@ -122,14 +132,7 @@ def online_entry(mechanism: str, notion: str, d: int = 2) -> EntryPoint:
     def run(data: AuditInput, key: bytes) -> Output:
         synth = OnlineSynthesizer(d, AUDIT_EPSILON, key, PER_STEP, mechanism,
                                   AUDIT_MAX_DEPTH, neighbours=notion)
-        if notion == "add_remove":
-            releases = []
-            for step in data.steps:
-                synth.add(step)
-                releases.append(synth.step())  # privacy: P11 (the public clock)
-        else:
-            releases = synth.extend(data.records)
-        return point_releases_output(releases, key)
+        return point_releases_output(drive(synth, data), key)
 
     name = f"library:{mechanism}:{notion}" + ("" if d == 2 else f":d{d}")
     return EntryPoint(name, notion, lambda: point_input(d), run,
@@ -186,14 +189,7 @@ def tabular_entry(notion: str) -> EntryPoint:
     def run(data: AuditInput, key: bytes) -> Output:
         synth = TabularSynthesizer(table_domain(), AUDIT_EPSILON, key, release_every=PER_STEP,
                                    neighbours=notion)
-        if notion == "add_remove":
-            releases = []
-            for step in data.steps:
-                synth.add(step)
-                releases.append(synth.step())  # privacy: P11
-        else:
-            releases = synth.extend(data.records)
-        return table_releases_output(releases, key)
+        return table_releases_output(drive(synth, data), key)
 
     return EntryPoint(f"library:tabular:{notion}", notion, table_input, run, table_statistics)
 

@@ -26,6 +26,7 @@ from dpsynth.audit.entries import (
     AUDIT_MAX_DEPTH,
     EntryPoint,
     Output,
+    drive,
     point_releases_output,
 )
 from dpsynth.audit.inputs import PER_STEP, AuditInput, Neighbour, outlier_of, point_input
@@ -87,14 +88,7 @@ def online_user_entry(mechanism: str, notion: str, d: int = 2) -> EntryPoint:
         synth = OnlineSynthesizer(d, AUDIT_EPSILON, key, PER_STEP, mechanism,
                                   AUDIT_MAX_DEPTH, neighbours=notion, privacy_unit="user",
                                   max_contributions=AUDIT_K)
-        releases = []
-        for step, ids in zip(data.steps, data.users, strict=True):
-            if notion == "add_remove":
-                synth.add(step, users=list(ids))
-                releases.append(synth.step())  # privacy: P11 (the public clock)
-            else:
-                releases += synth.extend(step, users=list(ids))
-        return point_releases_output(releases, key)
+        return point_releases_output(drive(synth, data), key)
 
     return EntryPoint(f"library:{mechanism}:{notion}:user", notion, user_input, run,
                       release_statistics, pairs=lambda data: user_neighbours(data, notion))

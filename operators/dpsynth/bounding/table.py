@@ -36,9 +36,10 @@ from numba import njit
 
 from dpsynth.bounding.ids import UserKeys
 from dpsynth.errors import ConfigError
+from dpsynth.params import MAX_CONTRIBUTIONS
 
 #: Largest k (counts are 16-bit).
-MAX_CONTRIBUTIONS = 65_535
+
 _LOAD = 0.75  # grow the table beyond this load factor
 _MIN_CAPACITY = 1024
 

@@ -31,14 +31,16 @@ from rich.console import Console
 
 from dpsynth.cli.common import load_source, print_key, resolve_key
 from dpsynth.cli.errors import fail_on_dpsynth_error
+from dpsynth.cli.options import declared_options
 from dpsynth.noise import KeyedNoise
 from dpsynth.offline.lowdim import lowdim_release
 from dpsynth.offline.pmm import pmm_leaves
 from dpsynth.offline.psmm import psmm_measure
+from dpsynth.params import PARAMS
 from dpsynth.release import RELEASE_SCHEMA_VERSION, Release, encode_release, write_release_file
 from dpsynth.schema import Schema
 
-METHODS = ("pmm", "psmm", "lowdim")
+METHODS = PARAMS["offline_mechanism"].values
 CSV_SUFFIXES = (".csv",)
 NDJSON_SUFFIXES = (".ndjson", ".jsonl")
 ALGORITHMS = {"pmm": "diss. Alg 4 (PMM, C.13)", "psmm": "diss. Alg 1 + Alg 2 (PSMM, C.13)",
@@ -86,26 +88,16 @@ def write_records(path: Path, schema: Schema, unit_points: np.ndarray) -> None:
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Schema JSON (schemas/) mapping named columns to [0,1]^d; without it every "
                    "column of the CSV header is a coordinate in [0,1]; NDJSON needs it.")
-@click.option("--mechanism", "method", type=click.Choice(METHODS), default="pmm", show_default=True,
-              help="pmm: tree + consistency (linear time); psmm: noisy grid + d_BL LP "
-                   "(grids up to 2^14 cells); lowdim: private PCA, then PMM/PSMM.")
-@click.option("--epsilon", type=float, default=1.0, show_default=True,
-              help="Total privacy budget ε of this synthetic copy.")
-@click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
-              show_default=True,
-              help="replace: the online engine's notion (n public); add_remove: pmm/psmm only.")
-@click.option("--target-dim", type=click.IntRange(min=2),
-              help="lowdim: the subspace dimension d' (default: chosen privately, §4.5).")
-@click.option("--max-depth", type=click.IntRange(0, 63), default=20, show_default=True,
-              help="pmm: deepest tree level.")
+@declared_options("offline_mechanism", "epsilon", "neighbours", "target_dim", "max_depth")
 @click.option("--limit", type=click.IntRange(min=1), help="Use only the first N records.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Synthetic file: .csv or .ndjson/.jsonl (OUT.meta.json is written beside).")
 @fail_on_dpsynth_error
-def offline(input_path: Path, schema_path: Path | None, method: str, epsilon: float,
+def offline(input_path: Path, schema_path: Path | None, offline_mechanism: str, epsilon: float,
              neighbours: str, target_dim: int | None, max_depth: int, limit: int | None,
              out: Path) -> None:
     """Offline ε-DP synthetic copy of a CSV/NDJSON file, in the original units."""
+    method = offline_mechanism
     if out.suffix not in CSV_SUFFIXES + NDJSON_SUFFIXES:
         raise click.UsageError(f"--out ({out.name}) must end in .csv, .ndjson or .jsonl")
     console = Console()

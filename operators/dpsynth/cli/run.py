@@ -11,6 +11,7 @@ artefacts computed from the raw input, not private. Only the releases are ε-DP.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dpsynth.bounding import split_user_records
 from dpsynth.cli.common import Source, figure, load_source, print_key, resolve_key, source_options
 from dpsynth.cli.errors import fail_on_dpsynth_error
+from dpsynth.cli.options import declared_options
 from dpsynth.cli.timesteps import TimeSteps, time_options, time_steps
+from dpsynth.contract import feed
 from dpsynth.eval.report import w1_bracket
 from dpsynth.online.mechanism import step_mechanisms, takes_steps
 from dpsynth.online.synthesizer import OnlineSynthesizer
@@ -74,18 +77,25 @@ def _feed(synth: OnlineSynthesizer, source: Source, out: Path, run_id: str,
     with (open(out / "dead-letter.ndjson", "w", encoding="utf-8") as dead,
           Progress(*columns, console=console) as progress):
         task = progress.add_task("records", total=source.n, releases=0)
-        for size, points, report, rejects, users in source.batches(BATCH_RECORDS):
-            for index, reason in rejects:  # the index and the rule broken, never the value
-                line = json.dumps({"index": index, "reason": reason}, ensure_ascii=False)
-                dead.write(line + "\n")
-            rejected += len(rejects)
-            if report is not None:
-                clips = report if clips is None else clips + report
-            releases = synth.extend(points, users=users)
+        sizes: list[int] = []
+
+        def chunks() -> Iterator[tuple[np.ndarray, Any]]:
+            nonlocal rejected, clips
+            for size, points, report, rejects, users in source.batches(BATCH_RECORDS):
+                for index, reason in rejects:  # the index and the rule broken, never the value
+                    line = json.dumps({"index": index, "reason": reason}, ensure_ascii=False)
+                    dead.write(line + "\n")
+                rejected += len(rejects)
+                if report is not None:
+                    clips = report if clips is None else clips + report
+                sizes.append(size)
+                yield points, users
+
+        for points, releases in feed(synth, chunks(), steps=False):
             parts.append(_counted(synth, points))
             files += [_write_release(r, releases_dir, run_id, synth.release_every)
                       for r in releases]
-            progress.update(task, advance=size, releases=len(files))
+            progress.update(task, advance=sizes[-1], releases=len(files))
     true = np.concatenate(parts) if parts else np.zeros((0, source.d))
     return RunLog(true, files, rejected, clips)
 
@@ -125,11 +135,11 @@ def _feed_steps(synth: OnlineSynthesizer, source: Source, steps: TimeSteps, out:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task("steps", total=n_steps)
-        for k in range(n_steps):
-            step = slice(bounds[k], bounds[k + 1])
-            synth.add(points[step], users=None if users is None else users[step])
-            counted.append(_counted(synth, points[step]))
-            release = synth.step()  # privacy: P11 (the end of a declared time bucket)
+        buckets = ((points[s], None if users is None else users[s]) for s in (
+            slice(bounds[k], bounds[k + 1]) for k in range(n_steps)))
+        # privacy: P11 (a step ends at the end of a declared time bucket)
+        for step_points, (release,) in feed(synth, buckets, steps=True):
+            counted.append(_counted(synth, step_points))
             sequence, _, path = _write_release(release, releases_dir, run_id, 1)
             files.append((sequence, sum(len(c) for c in counted), path))
             progress.advance(task)
@@ -238,12 +248,7 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 
 @click.command()
 @source_options
-@click.option("--epsilon", type=float, default=1.0, show_default=True,
-              help="Total privacy budget ε (replacement of one record).")
-@click.option("--release-every", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="A tick, and a release, every N records.")
-@click.option("--max-depth", type=click.IntRange(0, 63), default=20, show_default=True,
-              help="Deepest tree level (bounds memory; accuracy plateaus at the leaf size).")
+@declared_options("epsilon", "release_every", "max_depth")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("dpsynth-out"), show_default=True, help="Output directory.")
 @click.option("--w1-points", type=click.IntRange(min=100), default=5000, show_default=True,
@@ -252,35 +257,10 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 @click.option("--run-id", default=None,
               help="run_id written in every release record (default run-<key fingerprint>, "
                    "one per key: docs/privacy.md P13).")
-@click.option("--mechanism",
-              type=click.Choice(["auto", "accurate", "paper", "adaptive", "blocks", "guided"]),
-              default="auto", show_default=True,
-              help="auto: guided below a per-record ε of 10³, adaptive from it (the winners); "
-                   "adaptive: PrivTree histograms of doubling step blocks; blocks: PMM ones; "
-                   "guided: octal time nodes with partitions from released summaries; "
-                   "accurate: GLS-pooled per-level histograms; paper: HVZ Alg 1.")
-@click.option("--neighbours", type=click.Choice(["replace", "add_remove"]), default="replace",
-              show_default=True,
-              help="replace: the papers' notion (t public). add_remove: the count is private; "
-                   "needs steps from a declared time column (--time-column …).")
+@declared_options("mechanism", "neighbours")
 @time_options
-@click.option("--privacy-unit", type=click.Choice(["record", "user"]), default="record",
-              show_default=True,
-              help="record: ε per record. user: ε per user — all of one user's records; only "
-                   "the first --max-contributions records of each user count (docs/privacy.md "
-                   "P15).")
-@click.option("--user-column", default=None,
-              help="--privacy-unit user: the input column holding each record's user id (or "
-                   "\"user_column\" in the schema); Gowalla and the generated stream bring "
-                   "their own users.")
-@click.option("--max-contributions", type=click.IntRange(1, 65535), default=None,
-              help="--privacy-unit user: k, the records of one user counted over the whole "
-                   "stream (later ones are dropped); the mechanism runs at ε/k per record.")
-@click.option("--max-contributions-per-step", type=click.IntRange(1, 65535), default=None,
-              help="--privacy-unit user: also at most this many of a user's records per step.")
-@click.option("--fresh", type=click.FloatRange(0.0, 0.99), default=None,
-              help="accurate: budget share of a fresh counter, so releases move within a level "
-                   "[default: 0.3].")
+@declared_options("privacy_unit", "user_column", "max_contributions",
+                  "max_contributions_per_step", "fresh")
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write summary.json and the two plots (evaluation against the raw input, "
                    "not private); --no-report writes only the releases and dead-letter.ndjson.")
@@ -289,7 +269,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
         seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
         out: Path, w1_points: int, run_id: str | None, mechanism: str, neighbours: str,
         time_column: str | None, time_origin: str | None, time_period: float | None,
-        time_end: str | None, privacy_unit: str, user_column: str | None,
+        time_end: str | None, privacy_unit: str, user_column: str,
         max_contributions: int | None, max_contributions_per_step: int | None,
         fresh: float | None, report: bool) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.

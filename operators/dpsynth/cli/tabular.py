@@ -24,13 +24,14 @@ from rich.console import Console
 from rich.progress import Progress
 
 from dpsynth.cli.errors import fail_on_dpsynth_error
+from dpsynth.cli.options import declared_options
 from dpsynth.cli.timesteps import TimeSteps, time_options, time_steps
+from dpsynth.contract import feed
 from dpsynth.datasets import DATA_DIR_ENV, adult_dir, load_adult, make_stream
 from dpsynth.release import encode_tabular_release
-from dpsynth.tabular.counters import COUNTERS
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.metrics import L1_METRICS, METRICS, step_metrics
-from dpsynth.tabular.synthesizer import FITS, METHODS, TabularSynthesizer
+from dpsynth.tabular.synthesizer import TabularSynthesizer
 
 
 @click.group()
@@ -93,28 +94,9 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
               path_type=Path), help="Domain file (schemas/domain.v1.json; default: Adult's).")
 @click.option("--order", type=click.Choice(["file", "randomized", "ordered"]), default="file",
               show_default=True, help="Stream order of the rows.")
-@click.option("--epsilon", type=float, default=1.0, show_default=True)
-@click.option("--release-every", type=int, default=200, show_default=True,
-              help="--neighbours replace without --time-column: a step every N rows (the "
-                   "paper's fixed batches; public only because the count is).")
-@click.option("--neighbours", type=click.Choice(["add_remove", "replace"]),
-              default="add_remove", show_default=True,
-              help="add_remove: the paper's notion, the table size is a noisy count, steps "
-                   "from a declared time column (--time-column …); replace: the count is "
-                   "public, every sensitivity doubled.")
-@click.option("--mechanism", type=click.Choice(METHODS), default="proposed", show_default=True,
-              help="proposed: select-measure-fit (Alg 3); baseline: StreamingMWEM (Alg 2).")
-@click.option("--counter", type=click.Choice(COUNTERS), default="simple", show_default=True)
-@click.option("--k", "k", type=click.IntRange(min=1), default=None,
-              help="Workloads measured per step [default: max(1, round(2ε))].")
-@click.option("--selection", type=click.Choice(["cyclic", "em"]), default="cyclic",
-              show_default=True, help="cyclic: a public schedule, no ε (docs/tabular.md T18); "
-                                      "em: the exponential mechanism, as printed.")
-@click.option("--estimator", type=click.Choice(["sample", "alg3"]), default="sample",
-              show_default=True, help="sample: counter shares (T6); alg3: the paper's m and r.")
-@click.option("--fit", type=click.Choice(FITS), default="mw", show_default=True,
-              help="Model fit: multiplicative weights, or PGM (needs dpsynth[pgm] and "
-                   "--estimator alg3).")
+@declared_options("epsilon", "release_every", "neighbours", "tabular_mechanism",
+                  "tabular_counter", "tabular_workloads_per_step", "selection", "estimator",
+                  "fit", engine="tabular")
 @time_options
 @click.option("--max-steps", type=int, default=None, help="Stop after this many steps.")
 @click.option("--write-every", type=int, default=50, show_default=True,
@@ -126,8 +108,9 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
                    "evaluation, not private); --no-report writes only the private outputs.")
 @fail_on_dpsynth_error
 def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
-        release_every: int, neighbours: str, mechanism: str, counter: str, k: int | None,
-        selection: str, estimator: str, fit: str, time_column: str | None,
+        release_every: int, neighbours: str, tabular_mechanism: str, tabular_counter: str,
+        tabular_workloads_per_step: int | None, selection: str, estimator: str, fit: str,
+        time_column: str | None,
         time_origin: str | None, time_period: float | None, time_end: str | None,
         max_steps: int | None, write_every: int, out: Path, report: bool) -> None:
     """Stream a table through the synthesizer; write releases, errors and a plot.
@@ -170,7 +153,8 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     print_key(console, noise_key)
     key = noise_key.reveal()
     synth = TabularSynthesizer(domain, epsilon, key, release_every=release_every,
-                               mechanism=mechanism, counter=counter, workloads_per_step=k,
+                               mechanism=tabular_mechanism, counter=tabular_counter,
+                               workloads_per_step=tabular_workloads_per_step,
                                selection=selection, estimator=estimator, fit=fit,
                                neighbours=neighbours)
     out.mkdir(parents=True, exist_ok=True)
@@ -182,16 +166,14 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     fed = 0
     with Progress(console=console) as progress:
         task = progress.add_task("steps", total=steps)
-        for t in range(steps):
-            chunk = batches[t]
-            synth.add(chunk)  # one batch = one public step (a time step, or paper 003's rows)
-            release = synth.step()
+        # one batch = one public step (a time step, or paper 003's rows): privacy P11
+        for chunk, (release,) in feed(synth, ((b, None) for b in batches[:steps]), steps=True):
             fed += chunk.shape[0]
             if report:
                 true_flat += w.answers_flat(w.flat_index(chunk))
                 metrics = step_metrics(w, w.split(true_flat), w.answers(release.records))
                 rows.append({"step": release.step, "records": fed, **metrics})
-            if (t + 1) % write_every == 0 or t == steps - 1:
+            if release.step % write_every == 0 or release.step == steps:
                 write_release_file(out / f"release-{release.step:06d}.tabular",
                                    encode_tabular_release(release,
                                                           run_id=f"run-{noise_key.fingerprint}",
@@ -210,7 +192,8 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
         writer = csv.DictWriter(f, fieldnames=["step", "records", *METRICS, *L1_METRICS])
         writer.writeheader()
         writer.writerows(rows)
-    _plot(rows, out / "errors.png", f"{mechanism} ({counter}), ε={epsilon:g}, B={release_every}")
+    _plot(rows, out / "errors.png",
+          f"{tabular_mechanism} ({tabular_counter}), ε={epsilon:g}, B={release_every}")
     last = rows[-10:]
     console.print(" ".join(f"{m}={np.mean([r[m] for r in last]):.4f}" for m in METRICS)
                   + f" (mean of the last {len(last)} steps; evaluation uses the true data)")

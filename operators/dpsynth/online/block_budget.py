@@ -9,9 +9,10 @@ import math
 from dataclasses import dataclass
 
 from dpsynth.errors import BudgetExceededError, ConfigError
+from dpsynth.params import PARAMS
 
-NEIGHBOUR_NOTIONS = ("replace", "add_remove")
-CURRENT_SHAPES = ("steps", "last", "pooled")
+NEIGHBOUR_NOTIONS = PARAMS["neighbours"].values
+CURRENT_SHAPES = PARAMS["current_shape"].values
 #: ``current_shape="steps"``: the share of each block's budget spent on its step summaries, and
 #: the share of that spent on their split decisions (docs/benchmarks.md §13 says how tuned).
 STEP_SHARE = 0.4

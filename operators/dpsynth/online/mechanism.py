@@ -37,8 +37,7 @@ from dpsynth.online.block_budget import NEIGHBOUR_NOTIONS
 from dpsynth.online.blocks import AdaptiveMechanism, BlocksMechanism
 from dpsynth.online.guided import GuidedMechanism
 from dpsynth.online.paper import PaperMechanism
-from dpsynth.release import PLACEMENTS
-from dpsynth.tree import MAX_TREE_DEPTH
+from dpsynth.params import check_library
 
 #: ``mechanism="auto"``: the measured winner (docs/benchmarks.md §13), under both notions and for
 #: every d — guided below a per-record ε of :data:`AUTO_ADAPTIVE_FROM` (adaptive's open block,
@@ -117,10 +116,7 @@ def check_arguments(d: int, mechanism: str, schedule: Schedule | None, max_depth
                           "the algorithm is chosen by mechanism=...")
     if schedule is not None and mechanism == AUTO:
         mechanism = "paper"  # a custom ε allocation runs HVZ Alg 1
-    if not isinstance(max_depth, int) or not 0 <= max_depth <= MAX_TREE_DEPTH:
-        raise ConfigError(f"max_depth ({max_depth!r}) must be an integer in [0, 63]")
-    if placement not in PLACEMENTS:
-        raise ConfigError(f"placement ({placement!r}) must be one of {PLACEMENTS}")
+    check_library({}, max_depth=max_depth, placement=placement, mechanism=mechanism)
     return resolve_mechanism(mechanism, d, neighbours, epsilon)
 
 

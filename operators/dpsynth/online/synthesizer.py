@@ -23,6 +23,7 @@ import numpy as np
 from dpsynth.accounting import Schedule
 from dpsynth.clock import TickClock
 from dpsynth.consistency import MAX_COUNT
+from dpsynth.contract import refuse_count_steps, tick_ends_step
 from dpsynth.errors import ConfigError, StateCorruptError
 from dpsynth.noise import KeyedNoise
 from dpsynth.online.mechanism import (
@@ -34,11 +35,11 @@ from dpsynth.online.mechanism import (
     step_mechanisms,
 )
 from dpsynth.online.users import UserLevel, check_unit, refuse_users
+from dpsynth.params import DEFAULT_MAX_DEPTH, check_library
 from dpsynth.release import RELEASE_SCHEMA_VERSION, Release
 from dpsynth.state import pack_state, unpack_state
 from dpsynth.tree import route, validate_points
 
-DEFAULT_MAX_DEPTH = 20
 #: The snapshot's entries for mechanism state, in their order on disk (absent ones are empty).
 _STATE_ENTRIES: dict[str, Any] = {
     "pending": lambda: np.zeros(0, np.uint64), "history": list, "levels": list,
@@ -125,6 +126,10 @@ class OnlineSynthesizer:
     ) -> None:
         name = check_arguments(d, mechanism, schedule, max_depth, placement, neighbours,
                                per_record_epsilon(epsilon, privacy_unit, max_contributions))
+        check_library({}, epsilon=epsilon, release_every=release_every, neighbours=neighbours,
+                      privacy_unit=privacy_unit, max_contributions=max_contributions,
+                      max_contributions_per_step=max_contributions_per_step, fresh=fresh,
+                      alpha=alpha, current_shape=current_shape, partition=partition)
         check_unit(privacy_unit, max_contributions, max_contributions_per_step, neighbours, name,
                    step_mechanisms())
         self.d = d
@@ -163,6 +168,28 @@ class OnlineSynthesizer:
     def open_records(self) -> int:
         """Records since the latest step or tick end that released (the open step)."""
         return self._open
+
+    @property
+    def records_fed(self) -> int:
+        """t: valid records counted (the true count: never released under add/remove)."""
+        return self.t
+
+    def public_config(self) -> dict[str, Any]:
+        """The public parameters a stored state is bound to (no key, no partition)."""
+        config = self._config()
+        del config["partition"]
+        return config
+
+    def _config(self) -> dict[str, Any]:
+        """The constructor's arguments (no key): what a snapshot restores from."""
+        return {
+            "d": self.d, "epsilon": self.epsilon, "release_every": self.release_every,
+            "schedule": self.mechanism, "max_depth": self.max_depth,
+            "placement": self.placement, "partition": self.partition,
+            "fresh": self.fresh, "alpha": self.alpha, "neighbours": self.neighbours,
+            "current_shape": self.current_shape,
+            **({} if self.users is None else self.users.config()),
+        }
 
     @property
     def n_cells(self) -> int:
@@ -205,12 +232,7 @@ class OnlineSynthesizer:
         ``users``: each record's user id (``privacy_unit="user"``); records beyond their
         user's bound are dropped, and ``release_every`` counts the others.
         """
-        if self.neighbours == "add_remove":  # privacy: P9 (steps never counted in records)
-            raise ConfigError(
-                "extend() ends a step every release_every records, which reveals the private "
-                "record count under neighbours='add_remove'; feed the records of a step with "
-                "add(points) and end each step with step() on a public clock (a timer, a tick "
-                "marker or a declared time column), docs/privacy.md P9")
+        refuse_count_steps(self.neighbours, "add(points)")  # privacy: P9 (public time)
         pts = self._validate(points)
         releases: list[Release] = []
         for chunk in (refuse_users(pts, users) if self.users is None else
@@ -276,11 +298,10 @@ class OnlineSynthesizer:
         else a step mechanism ends its step, and ``accurate`` and ``paper`` release at the
         current t from their completed ticks, whose grid is unchanged (docs/privacy.md P11).
         """
-        if self.neighbours == "add_remove":  # privacy: P11 (one step per marker, always)
-            return self.step()
-        if self.t == (self._last.t if self._last is not None else 0):
+        last = self._last.t if self._last is not None else 0
+        if not tick_ends_step(self.neighbours, self.t != last):  # privacy: P11
             return None  # nothing new (t is public under replacement)
-        if not self._mechanism.counts_records:
+        if self.neighbours == "add_remove" or not self._mechanism.counts_records:
             return self.step()
         return self._make_release(end_step=False)  # privacy: P6 (t and released counts)
 
@@ -344,14 +365,7 @@ class OnlineSynthesizer:
         users = ({} if self.users is None else  # privacy: P15 (stored apart by the worker)
                  {"users": self.users.bounds.state() if include_users else None})
         state = {
-            "config": {
-                "d": self.d, "epsilon": self.epsilon, "release_every": self.release_every,
-                "schedule": self.mechanism, "max_depth": self.max_depth,
-                "placement": self.placement, "partition": self.partition,
-                "fresh": self.fresh, "alpha": self.alpha, "neighbours": self.neighbours,
-                "current_shape": self.current_shape,
-                **({} if self.users is None else self.users.config()),
-            },
+            "config": self._config(),
             "key_fingerprint": self._noise.fingerprint(),
             "t": self.t,
             "sequence": self.sequence,

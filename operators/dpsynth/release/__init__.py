@@ -10,6 +10,8 @@ envelope all formats share; :mod:`~dpsynth.release.assembler` — reassembly fro
 
 from __future__ import annotations
 
+from typing import Any
+
 from dpsynth.release.assembler import ReleaseAssembler
 from dpsynth.release.files import read_release_file, read_release_records, write_release_file
 from dpsynth.release.framing import (
@@ -37,5 +39,16 @@ __all__ = [
     "ReleaseAssembler", "ReleaseIncompleteError", "ReleaseKey", "TabularRelease",
     "decode_release", "decode_tabular_release", "encode_release", "encode_tabular_release",
     "place_points", "read_release_file", "read_release_records", "release_key",
-    "write_release_file",
+    "encode_any_release", "write_release_file",
 ]
+
+
+def encode_any_release(release: Release | TabularRelease, *, run_id: str, partition: int,
+                       max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES) -> tuple[int, list[Any]]:
+    """``(sequence, records)`` of a release of either engine in its wire format."""
+    if isinstance(release, TabularRelease):
+        return release.sequence, encode_tabular_release(
+            release, run_id=run_id, partition=partition, max_chunk_bytes=max_chunk_bytes)
+    return release.sequence, encode_release(
+        release, run_id=run_id, partition=partition, sequence=release.sequence,
+        max_chunk_bytes=max_chunk_bytes)

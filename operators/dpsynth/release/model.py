@@ -19,12 +19,13 @@ import numpy as np
 from dpsynth._types import Counts, Points
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
+from dpsynth.params import PARAMS
 from dpsynth.release.framing import is_int
 from dpsynth.tree import MAX_TREE_DEPTH, leaf_bounds
 
 #: Version of the release layout (metadata keys, Morton leaf order, placement rule).
 RELEASE_SCHEMA_VERSION = 1
-PLACEMENTS = ("uniform", "centre")
+PLACEMENTS = PARAMS["placement"].values
 
 
 def place_points(
@@ -119,6 +120,11 @@ class Release:
     def d(self) -> int:
         """Dimension of the points."""
         return int(self.metadata["d"])
+
+    @property
+    def sequence(self) -> int:
+        """The release's number in its partition (1, 2, …)."""
+        return int(self.metadata["sequence"])
 
     @property
     def points(self) -> Points:

@@ -12,8 +12,8 @@ module               owns
 ``store``            :class:`PartitionStore`: one RocksDB per input partition, chunked snapshot +
                      watermark committed in one ``WriteBatch``
 ``processor``        :class:`PartitionProcessor`: skip ≤ watermark, decode, feed, produce, commit
-``engines``          :class:`Engine`, what the processor needs of a synthesizer; the point engine
-``tabular_engine``   ``DPSYNTH_ENGINE=tabular``: paper 003's synthesizer per partition
+``engines``          :class:`SynthesizerEngine`: any synthesizer of the contract (points or
+                     tables, ``DPSYNTH_ENGINE``) as the processor drives it
 ``sink``             the confluent-kafka producer of releases and dead letters
 ``replay``           the replay reader of an input partition (state rebuilt without local state)
 ``metrics``          Prometheus text exposition of the operator's counters

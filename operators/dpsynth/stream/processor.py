@@ -43,11 +43,10 @@ import numpy as np
 from dpsynth.errors import ConfigError
 from dpsynth.stream.codecs import dead_letter_key, encode_dead_letter, release_record_key
 from dpsynth.stream.crash import CrashPoints
-from dpsynth.stream.engines import CONFIG_VARIABLES, Engine, open_engine, public_config
+from dpsynth.stream.engines import Engine, bound_variable, open_engine, public_config
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.store import PartitionStore
-from dpsynth.stream.tabular_engine import TABULAR_VARIABLES
 from dpsynth.stream.ticks import Marker, MarkerKey, parse_marker
 
 log = logging.getLogger(__name__)
@@ -136,11 +135,10 @@ class PartitionProcessor:
                 f"({stored_engine}); set DPSYNTH_ENGINE={stored_engine}, or start a new run (new "
                 "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
             )
-        variables = CONFIG_VARIABLES if self.config.engine == "points" else TABULAR_VARIABLES
         for name, value in self._public_config.items():
             if stored.config.get(name) != value:
                 raise ConfigError(
-                    f"{variables[name]} differs from the one partition {self.partition}'s "
+                    f"{bound_variable(name)} differs from the one partition {self.partition}'s "
                     f"state in {self.store.path} was built with ({name}); the parameters of a "
                     "run cannot change. Restore the previous setting, or start a new run (new "
                     "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"

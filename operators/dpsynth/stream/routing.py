@@ -57,15 +57,6 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-#: The settings a user-level partition state is bound to, by the variable that sets them.
-USER_CONFIG_VARIABLES = {
-    "privacy_unit": "DPSYNTH_PRIVACY_UNIT",
-    "max_contributions": "DPSYNTH_MAX_CONTRIBUTIONS",
-    "max_contributions_per_step": "DPSYNTH_MAX_CONTRIBUTIONS_PER_STEP",
-    "input_partitions": "the input topic's partition count",
-}
-
-
 def user_bound_config(config: WorkerConfig) -> dict[str, Any]:
     """What a partition's state is bound to under the privacy unit "user" (nothing for the
     unit "record", so record-level states load as before): k, the per-step cap, and the input

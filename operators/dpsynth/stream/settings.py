@@ -14,7 +14,6 @@ this module ever contains the key or any part of it.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 import re
@@ -24,65 +23,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import ValidationError
 
 from dpsynth.errors import ConfigError
 from dpsynth.keys import NoiseKey, load_noise_key
-from dpsynth.online.mechanism import NEIGHBOUR_NOTIONS
+from dpsynth.params import CRASH_POINTS, PARAMS
 from dpsynth.schema import Schema
-from dpsynth.settings import (
-    PREFIX,
-    Mechanism,
-    SynthesisSettings,
-    boolean,
-    bootstrap_of,
-    choice,
-    config_error,
-    env_name,
-    integer,
-    matching,
-    number,
-)
-from dpsynth.tabular.counters import COUNTERS
+from dpsynth.settings import WorkerSettings, bootstrap_of, config_error, env_name
 from dpsynth.tabular.domain import Domain
-from dpsynth.tabular.synthesizer import METHODS, TabularSynthesizer
+from dpsynth.tabular.synthesizer import TabularSynthesizer
 
 __all__ = ["CRASH_POINTS", "NoiseKey", "TabularSettings", "WorkerConfig", "bootstrap_of",
            "load_config"]
 
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's legal topic names
-_IDENT = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
-CRASH_POINTS = ("mid_tick", "mid_release", "after_release_produced",
-                "after_state_commit_before_ack")
+#: Variables renamed before 0.1: refused with the new name rather than silently ignored.
+_RENAMED = {"DPSYNTH_SCHEDULE": "DPSYNTH_MECHANISM",
+            "DPSYNTH_TABULAR_METHOD": "DPSYNTH_TABULAR_MECHANISM"}
 #: How to fix a missing required setting.
 _FIXES = {
     "DPSYNTH_BROKER": "set it to the bootstrap servers, e.g. kafka://127.0.0.1:9092",
     "DPSYNTH_EPSILON": "set the privacy budget, e.g. DPSYNTH_EPSILON=1.0",
 }
-
-Topic = Annotated[str, matching(
-    lambda t: bool(_TOPIC.match(t)) and t not in (".", ".."),
-    "must be a Kafka topic name: 1-249 characters of [A-Za-z0-9._-]")]
-Ident = Annotated[str, matching(
-    lambda t: t == "" or bool(_IDENT.match(t)),
-    "must be 1-200 characters of [A-Za-z0-9._-] (e.g. the pod name of a StatefulSet)")]
-
-
-def _crash_at(value: Any) -> tuple[str, int] | None:
-    if value is None or isinstance(value, tuple):
-        return value
-    point, _, count = str(value).strip().partition(":")
-    if point not in CRASH_POINTS or not count.isdigit() or int(count) < 1:
-        raise ValueError(f"must be POINT:N with N >= 1 and POINT one of {CRASH_POINTS} (a test "
-                         "hook: unset it in production)")
-    return point, int(count)
-
-
-def _tabular_default(name: str) -> Any:
-    return inspect.signature(TabularSynthesizer).parameters[name].default
 
 
 @dataclass(frozen=True)
@@ -104,78 +67,10 @@ class TabularSettings:
         }
 
 
-class WorkerConfig(SynthesisSettings, BaseSettings):
-    """Everything a worker needs; read and checked by :func:`load_config`."""
-
-    model_config = SettingsConfigDict(
-        env_prefix=PREFIX, frozen=True, extra="ignore", populate_by_name=True,
-        case_sensitive=True, alias_generator=env_name,
-    )
-
-    broker: str
-    input_topic: Topic = "dpsynth-raw-events"
-    output_topic: Topic = "dpsynth-synthetic"
-    dead_letter_topic: Topic = "dpsynth-dead-letter"
-    engine: Annotated[str, choice(("points", "tabular"), lower=True)] = "points"
-    schema_file: str = ""
-    domain_file: str = ""
-    mechanism: Mechanism = Field(  # DPSYNTH_SCHEDULE: its name before 0.2, still read
-        "auto", validation_alias=AliasChoices("DPSYNTH_MECHANISM", "DPSYNTH_SCHEDULE"))
-    #: Each engine's paper notion by default: replace (points), add_remove (tabular).
-    neighbours: Annotated[str, choice(("", *NEIGHBOUR_NOTIONS))] = ""
-    tabular_mechanism: Annotated[str, choice(METHODS)] = Field(
-        str(_tabular_default("mechanism")),
-        validation_alias=AliasChoices("DPSYNTH_TABULAR_MECHANISM", "DPSYNTH_TABULAR_METHOD"))
-    tabular_counter: Annotated[str, choice(COUNTERS)] = str(_tabular_default("counter"))
-    #: k (None: the library's default, max(1, round(2ε))).
-    tabular_workloads_per_step: Annotated[int, integer(1)] | None = None
-    #: Period P of the tick markers (0: none; replacement only): public time (P11).
-    tick_seconds: Annotated[float, number(0.0)] = 60.0
-    run_id: Ident = ""  # default: run-<key fingerprint>
-    #: Records read from the end of each output partition for the key check at start (P13).
-    key_check_records: Annotated[int, integer(0)] = 10_000
-    #: The input topic's partition count (privacy unit "user": bound to the state); 0 = read
-    #: from the broker at start. Users are owned by partitions through it (P15).
-    input_partitions: Annotated[int, integer(0)] = 0
-    #: Users whose counts stay in memory between commits (privacy unit "user"); beyond, the
-    #: cache is dropped after a commit and users are read back from the store.
-    user_cache_entries: Annotated[int, integer(1)] = 1 << 20
-    data_dir: Path = Path("dpsynth-data")
-    noise_key_hex: SecretStr | None = Field(None, alias="DPSYNTH_NOISE_KEY", repr=False)
-    noise_key_file: str | None = None
-    web_port: Annotated[int, integer(1, 65535)] = 6066
-    web_bind: str = "0.0.0.0"  # noqa: S104 - probes and Prometheus reach the pod's IP
-    group_id: Ident = ""
-    #: Static membership: "" derives one (:meth:`instance_id`), "off" turns it off.
-    group_instance_id: Ident = ""
-    #: Bytes of a rejected message's payload copied into its dead letter (raw data: 0).
-    dead_letter_prefix_bytes: Annotated[int, integer(0, 65_536)] = 0
-    #: /healthz fails when the input loop did not poll, or did not advance while input
-    #: waits, for this long.
-    liveness_timeout_s: Annotated[float, number(1.0)] = 120.0
-    # -- tuning ---------------------------------------------------------------------------
-    batch_max_events: Annotated[int, integer(1)] = 2000
-    batch_within_s: Annotated[float, number(0.0, strict=True)] = 0.1
-    release_linger_s: Annotated[float, number(0.0)] = 0.2
-    checkpoint_interval_s: Annotated[float, number(0.0, strict=True)] = 5.0
-    #: Least time between two state commits while releases flow (releases are published at
-    #: their own pace; a crash re-publishes the ones after the last commit, byte-identical).
-    state_commit_interval_s: Annotated[float, number(0.0)] = 1.0
-    max_unacked_events: Annotated[int, integer(1)] = 20_000
-    state_chunk_bytes: Annotated[int, integer(4096, 64 * 2**20)] = 256 * 1024
-    state_sync: Annotated[bool, boolean()] = True
-    rocksdb_block_cache_bytes: Annotated[int, integer(0)] = 8 * 2**20
-    rocksdb_write_buffer_bytes: Annotated[int, integer(2**16)] = 4 * 2**20
-    release_max_record_bytes: Annotated[int, integer(1024, 1_000_000)] = 256_000
-    session_timeout_s: Annotated[float, number(1.0)] = 30.0
-    #: Longest batch (seconds between two polls) before the group takes the partitions away.
-    max_batch_seconds: Annotated[float, number(10.0)] = 300.0
-    #: Largest input message the consumer accepts (a larger one is dead-lettered unread if the
-    #: broker lets it in; raise it with the topic's max.message.bytes).
-    max_input_message_bytes: Annotated[int, integer(1_048_576, 2**30)] = 128 * 2**20
-    log_level: Annotated[str, choice(("crit", "error", "warn", "info", "debug"),
-                                     lower=True)] = "info"
-    crash_at: Annotated[tuple[str, int] | None, BeforeValidator(_crash_at)] = None
+class WorkerConfig(WorkerSettings):
+    """Everything a worker needs; read and checked by :func:`load_config`. The settings are
+    the generated :class:`~dpsynth.settings.WorkerSettings`; this class adds what is derived
+    from them."""
 
     # -- derived (checked by load_config) -------------------------------------------------
 
@@ -275,12 +170,10 @@ class WorkerConfig(SynthesisSettings, BaseSettings):
 
 
 def _known() -> set[str]:
-    names = set()
-    for name, field in WorkerConfig.model_fields.items():
-        names.add(name)
-        alias = field.validation_alias
-        choices = alias.choices if isinstance(alias, AliasChoices) else [alias or field.alias]
-        names.update(str(c).removeprefix(PREFIX).lower() for c in choices if c)
+    """Setting names a configuration file may hold (fields and their variables' names)."""
+    names = set(WorkerConfig.model_fields)
+    names.update(PARAMS[name].env.removeprefix("DPSYNTH_").lower()
+                 for name in WorkerConfig.model_fields)
     return names
 
 
@@ -325,7 +218,10 @@ def load_config(environ: Mapping[str, str] | None = None) -> WorkerConfig:
     config_file = env.get("DPSYNTH_CONFIG_FILE", "").strip()
     if config_file:
         values.update(_read_file(config_file))
-    values.update({k: v for k, v in env.items() if k.startswith(PREFIX) and str(v).strip()})
+    values.update({k: v for k, v in env.items() if k.startswith("DPSYNTH_") and str(v).strip()})
+    for old, new in _RENAMED.items():
+        if old in values or old.removeprefix("DPSYNTH_").lower() in values:
+            raise ConfigError(f"{old} is now {new}: rename it")
     try:
         config = WorkerConfig.model_validate(values)
     except ValidationError as e:
@@ -341,9 +237,11 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
         raise ConfigError(
             "DPSYNTH_INPUT_TOPIC, DPSYNTH_OUTPUT_TOPIC and DPSYNTH_DEAD_LETTER_TOPIC must be "
             f"three different topics (got {sorted(topics)})")
+    given = set(config.model_fields_set)  # before the engine's defaults fill the rest
     updates: dict[str, Any] = {"run_id": config.run_id or f"run-{config.noise_key.fingerprint}"}
-    if not config.neighbours:
-        updates["neighbours"] = "add_remove" if config.engine == "tabular" else "replace"
+    for name, param in PARAMS.items():  # the settings whose default is the engine's
+        if param.engines and name in WorkerConfig.model_fields and getattr(config, name) is None:
+            updates[name] = param.default_for(config.engine)
     config = config.model_copy(update=updates)
     if config.privacy_unit == "user" and config.engine == "tabular":
         raise ConfigError(
@@ -355,7 +253,7 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
                 "DPSYNTH_TICK_SECONDS=0 under DPSYNTH_NEIGHBOURS=add_remove: steps end only at "
                 "tick markers, so no release would ever be made; set a period, e.g. "
                 "DPSYNTH_TICK_SECONDS=60")
-        if "release_every" in config.model_fields_set:
+        if "release_every" in given:
             raise ConfigError(
                 "DPSYNTH_RELEASE_EVERY is set but DPSYNTH_NEIGHBOURS=add_remove ends steps only "
                 "at tick markers (every DPSYNTH_TICK_SECONDS): a step of N records would reveal "

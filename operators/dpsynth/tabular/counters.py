@@ -28,8 +28,9 @@ import numpy as np
 
 from dpsynth.errors import ConfigError, StateCorruptError
 from dpsynth.noise import Context, KeyedNoise, discrete_laplace_variance
+from dpsynth.params import PARAMS
 
-COUNTERS = ("simple", "block", "unbounded_block")
+COUNTERS = PARAMS["tabular_counter"].values
 
 
 class Counter:

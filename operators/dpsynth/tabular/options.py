@@ -10,18 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from dpsynth.errors import ConfigError
-from dpsynth.tabular.counters import COUNTERS
+from dpsynth.params import PARAMS, check_library
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.model import RULES
 
-METHODS = ("proposed", "baseline")
-FITS = ("mw", "pgm")
+METHODS = PARAMS["tabular_mechanism"].values
+FITS = PARAMS["fit"].values
 #: Sensitivity s of one neighbouring change of the differential stream ∇f.
 NEIGHBOURS = {"add_remove": 1.0, "replace": 2.0}
 BIASES = ("none", "paper", "scaled")
-SCORES, ESTIMATORS = ("mean", "l1"), ("sample", "alg3")
+SCORES, ESTIMATORS = ("mean", "l1"), PARAMS["estimator"].values
 #: Selection of the proposed method: the public cyclic schedule (default, T18) or the EM (paper).
-SELECTIONS = ("cyclic", "em")
+SELECTIONS = PARAMS["selection"].values
 
 
 def default_workloads_per_step(epsilon: float) -> int:
@@ -41,15 +41,16 @@ def check_options(domain: Domain, **options: Any) -> None:
     """Raise :class:`ConfigError` for any option the synthesizer refuses (names the fix)."""
     if not isinstance(domain, Domain):
         raise ConfigError("domain must be a dpsynth.tabular.Domain (Domain.from_json_file)")
-    choices = (("mechanism", METHODS), ("counter", COUNTERS), ("fit", FITS),
-               ("neighbours", tuple(NEIGHBOURS)), ("bias", BIASES), ("fit_rule", RULES),
-               ("score", SCORES), ("estimator", ESTIMATORS),
-               ("selection", SELECTIONS))
+    check_library({"mechanism": "tabular_mechanism", "counter": "tabular_counter",
+                   "workloads_per_step": "tabular_workloads_per_step"},
+                  **{name: options[name] for name in (
+                      "mechanism", "counter", "fit", "neighbours", "estimator", "selection",
+                      "release_every", "workloads_per_step", "partition")})
+    choices = (("bias", BIASES), ("fit_rule", RULES), ("score", SCORES))
     for name, allowed in choices:
         if options[name] not in allowed:
             raise ConfigError(f"`{name}` ({options[name]!r}) must be one of {list(allowed)}")
-    for name, low in (("release_every", 1), ("workloads_per_step", 1), ("fit_passes", 1),
-                      ("rejuvenate_every", 0), ("support_size", 1), ("partition", 0)):
+    for name, low in (("fit_passes", 1), ("rejuvenate_every", 0), ("support_size", 1)):
         value = options[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigError(f"`{name}` ({value!r}) must be an integer >= {low}")

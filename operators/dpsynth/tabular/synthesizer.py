@@ -32,8 +32,10 @@ from typing import Any
 import numpy as np
 
 from dpsynth.accounting import StepLedger, check_select_measure_budget, select_measure_split
+from dpsynth.contract import refuse_count_steps, tick_ends_step
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
+from dpsynth.params import check_library
 from dpsynth.release import TabularRelease
 from dpsynth.state import pack_state, unpack_state
 from dpsynth.tabular.counters import Counter
@@ -142,6 +144,7 @@ class TabularSynthesizer:
         partition: int = 0,
         size_share: float = SIZE_SHARE,
     ) -> None:
+        check_library({}, epsilon=epsilon)
         if workloads_per_step is None:  # k = max(1, round(2ε)): the measured default (T3)
             workloads_per_step = default_workloads_per_step(epsilon)
         check_options(domain, mechanism=mechanism, counter=counter, fit=fit,
@@ -236,25 +239,41 @@ class TabularSynthesizer:
                {"epsilon_size": self.eps_size, "size": "noisy (unbounded block counter)"}),
         }
 
-    def add(self, codes: np.ndarray) -> None:
+    #: The tabular engine protects records: no privacy unit "user", nothing dropped.
+    users = None
+    dropped = 0
+
+    @property
+    def sequence(self) -> int:
+        """Releases made so far (one per completed step)."""
+        return self.steps
+
+    @property
+    def records_fed(self) -> int:
+        """Records counted, the open step's included (the true count: state only, P12)."""
+        return self.records_seen
+
+    @property
+    def open_records(self) -> int:
+        """Records of the open step."""
+        return self._n_pending
+
+    def add(self, codes: np.ndarray, users: Any = None) -> None:
         """Add records (int codes, shape (n, p)) to the open step; nothing is released."""
+        _refuse_users(users)
         arr = self.domain.check_codes(codes)
         self._pending.append(arr)
         self._n_pending += arr.shape[0]
         self.records_seen += arr.shape[0]
 
-    def extend(self, codes: np.ndarray) -> list[TabularRelease]:
+    def extend(self, codes: np.ndarray, users: Any = None) -> list[TabularRelease]:
         """Add records (int codes, shape (n, p)); a step every ``release_every`` records.
 
         Replacement only: under add/remove the count is private, so a step may end only on a
         public clock — :meth:`add` the records and call :meth:`step` (docs/privacy.md P11).
         """
-        if self.neighbours == "add_remove":  # privacy: P11 (steps never counted in records)
-            raise ConfigError(
-                "extend() ends a step every release_every records, which reveals the private "
-                "record count under neighbours='add_remove'; add(codes) the records of a step "
-                "and end it with step() on a public clock (a timer, a tick marker, a time "
-                "bucket or the fixed batches of the paper's streams), docs/privacy.md P11")
+        refuse_count_steps(self.neighbours, "add(codes)")  # privacy: P11 (public time)
+        _refuse_users(users)
         arr = self.domain.check_codes(codes)
         out: list[TabularRelease] = []
         start = 0
@@ -268,15 +287,10 @@ class TabularSynthesizer:
                 out.append(self.step())
         return out
 
-    @property
-    def pending_records(self) -> int:
-        """Records of the open step."""
-        return self._n_pending
-
     def tick(self) -> TabularRelease | None:
         """A public tick marker: end the step and release; under replacement only when the
         step holds records (None otherwise), under add/remove always (docs/privacy.md P11)."""
-        return None if self.neighbours == "replace" and not self._n_pending else self.step()
+        return self.step() if tick_ends_step(self.neighbours, self._n_pending > 0) else None
 
     def step(self) -> TabularRelease:
         """End the current step now (on a public clock) and return its release."""
@@ -376,8 +390,9 @@ class TabularSynthesizer:
 
     # -- snapshots ------------------------------------------------------------------------
 
-    def snapshot(self) -> bytes:
-        """The whole state (holds true pending records and counts; no key material)."""
+    def snapshot(self, *, include_users: bool = True) -> bytes:
+        """The whole state (holds true pending records and counts; no key material); no
+        per-user counts exist (``include_users`` changes nothing)."""
         return pack_state(synthesizer_state(self))
 
     @classmethod
@@ -389,3 +404,9 @@ class TabularSynthesizer:
         self = cls(domain, eps, key, **config)
         load_synthesizer_state(self, state)
         return self
+
+
+def _refuse_users(users: Any) -> None:
+    if users is not None:
+        raise ConfigError("users= gives each record's user for the privacy unit 'user', which "
+                          "the tabular synthesizer does not offer (it protects records): drop it")

@@ -275,7 +275,7 @@ format_storage() {
   local cluster_id=${1:-}
   [[ -n $cluster_id ]] || cluster_id=$(random_cluster_id)
   if ! "$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 "${java_common[@]}" kafka.tools.StorageTool \
-      format -t "$cluster_id" -c "$RUN_DIR/server.properties" \
+      format --cluster-id="$cluster_id" -c "$RUN_DIR/server.properties" \
       >"$RUN_DIR/logs/format.log" 2>&1 9>&-; then
     log "ERROR: kafka-storage format failed:"
     cat "$RUN_DIR/logs/format.log" >&2

@@ -1,0 +1,159 @@
+"""Every parameter has one home (dpsynth.params): the library, the commands, the worker's
+settings and docs/settings.md are checked against its declaration, so none can drift."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from dpsynth.cli import main
+from dpsynth.cli.options import DeclaredType
+from dpsynth.errors import ConfigError
+from dpsynth.online.mechanism import AUTO, MECHANISMS
+from dpsynth.online.synthesizer import OnlineSynthesizer
+from dpsynth.params import PARAMS, PREFIX, REQUIRED, MechanismName, Param, settings_table
+from dpsynth.settings import WorkerSettings
+from dpsynth.stream.settings import WorkerConfig
+from dpsynth.tabular.domain import Domain
+from dpsynth.tabular.synthesizer import TabularSynthesizer
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = bytes(range(32))
+#: DPSYNTH_* variables that are not parameters: the worker's configuration file, the test
+#: kit's broker launcher (DPSYNTH_KAFKA_*, DPSYNTH_PYTHON), the compose file's host path of
+#: the key (DPSYNTH_NOISE_KEY_PATH) and the benchmarks' data folder, which shares its name
+#: with the worker's state folder.
+NOT_PARAMETERS = re.compile(r"DPSYNTH_(CONFIG_FILE|KAFKA_\w*|PYTHON|TABULAR_|NOISE_KEY_PATH)$")
+COMMANDS = {"run": ("run",), "tabular": ("tabular", "run"), "offline": ("offline",)}
+
+
+def _library(param: Param) -> list[tuple[type, str]]:
+    """The library classes that take ``param`` and the engine whose default they use."""
+    if "library" not in param.scopes:
+        return []
+    tabular = param.group == "tabular" or "tabular" in param.scopes
+    online = param.group == "synthesis"
+    return ([(OnlineSynthesizer, "points")] if online else []) + (
+        [(TabularSynthesizer, "tabular")] if tabular else [])
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_the_library_takes_the_declared_default(name: str) -> None:
+    param = PARAMS[name]
+    for cls, engine in _library(param):
+        signature = inspect.signature(cls).parameters
+        assert param.library_name in signature, f"{cls.__name__} lacks {param.library_name}"
+        default = signature[param.library_name].default
+        if default is inspect.Parameter.empty:
+            continue  # the library may require what the commands and the worker default
+        assert default == param.default_for(engine), (cls.__name__, name)
+
+
+def _bad_values(param: Param) -> list[object]:
+    if param.kind == "choice":
+        return ["no-such-" + param.name]
+    if param.kind == "int":
+        return [v for v in (None if param.low is None else int(param.low) - 1,
+                             None if param.high is None else int(param.high) + 1, 1.5)
+                if v is not None]
+    if param.kind == "float":
+        return [v for v in (param.low, float("nan"), float("inf")) if v is not None and (
+            param.strict or v != param.low)] + ([] if param.high is None else [param.high + 1])
+    return []
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_the_library_refuses_what_the_declaration_refuses(name: str) -> None:
+    param = PARAMS[name]
+    domain = Domain.from_dict({"a": 2, "b": 3})
+    for cls, engine in _library(param):
+        base = ({"d": 2, "epsilon": 1.0, "key": KEY, "release_every": 10} if engine == "points"
+                else {"domain": domain, "epsilon": 1.0, "key": KEY, "release_every": 10})
+        if param.name == "fresh":
+            base["mechanism"] = "accurate"
+        for value in _bad_values(param):
+            with pytest.raises(ConfigError, match=re.escape(param.describe())):
+                cls(**{**base, param.library_name: value})
+
+
+def _command(path: tuple[str, ...]) -> click.Command:
+    command: click.Command = main
+    for part in path:
+        assert isinstance(command, click.Group)
+        command = command.commands[part]
+    return command
+
+
+@pytest.mark.parametrize("scope", sorted(COMMANDS))
+def test_every_command_option_is_derived_from_its_declaration(scope: str) -> None:
+    command = _command(COMMANDS[scope])
+    options = {o.name: o for o in command.params if isinstance(o, click.Option)}
+    engine = "tabular" if scope == "tabular" else "points"
+    for param in PARAMS.values():
+        if scope not in param.scopes:
+            assert param.name not in options or not isinstance(
+                options[param.name].type, DeclaredType), (scope, param.name)
+            continue
+        option = options.get(param.name)
+        assert option is not None, f"dpsynth {' '.join(COMMANDS[scope])} lacks {param.name}"
+        assert isinstance(option.type, DeclaredType) and option.type.param is param
+        assert option.opts == [param.option_name]
+        default = param.default_for(engine, cli=True)
+        assert option.default == (None if default is REQUIRED else default), param.name
+
+
+def test_the_worker_settings_are_the_declared_ones() -> None:
+    declared = {p.name: p for p in PARAMS.values() if "worker" in p.scopes}
+    assert set(WorkerConfig.model_fields) == set(declared)
+    assert set(WorkerSettings.model_fields) == set(declared)
+    for name, field in WorkerConfig.model_fields.items():
+        param = declared[name]
+        assert field.alias == param.env, name
+        expected = None if param.engines else param.default
+        assert field.is_required() == (expected is REQUIRED), name
+        if expected is not REQUIRED:
+            assert field.default == expected or str(field.default) == str(expected), name
+
+
+def test_the_settings_page_is_generated_from_the_declarations() -> None:
+    page = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    assert page == settings_table(), "regenerate: python -m dpsynth.params > docs/settings.md"
+
+
+def test_the_mechanism_choices_are_the_factorys() -> None:
+    assert tuple(MechanismName) == (AUTO, *MECHANISMS)
+
+
+def test_every_variable_named_anywhere_is_a_declared_setting() -> None:
+    """A DPSYNTH_* name in the package, the docs, the compose file or the manifests is a
+    setting (or one of the few named exceptions): a misspelt or retired name fails here."""
+    known = {p.env for p in PARAMS.values()} | {"DPSYNTH_DATA_DIR"}
+    files = [*sorted((ROOT / "operators" / "dpsynth").rglob("*.py")),
+             *sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md",
+             ROOT / "docker-compose.yml", *sorted((ROOT / "deploy").rglob("*.yaml"))]
+    unknown = {}
+    for path in files:
+        for name in re.findall(r"DPSYNTH_[A-Z0-9_]+", path.read_text(encoding="utf-8")):
+            if name not in known and not NOT_PARAMETERS.match(name):
+                unknown.setdefault(name, str(path.relative_to(ROOT)))
+    retired = {"DPSYNTH_SCHEDULE", "DPSYNTH_TABULAR_METHOD"}  # named only to refuse them
+    assert {k: v for k, v in unknown.items() if k not in retired} == {}
+
+
+def test_a_parameter_reads_text_and_refuses_with_its_rule() -> None:
+    assert PARAMS["epsilon"].parse(" 2.5 ") == 2.5
+    assert PARAMS["release_every"].parse("7") == 7
+    assert PARAMS["state_sync"].parse("off") is False
+    assert PARAMS["neighbours"].parse("add_remove") == "add_remove"
+    assert type(PARAMS["neighbours"].parse("add_remove")) is str  # plain: same bytes
+    assert PARAMS["max_contributions"].parse("") is None
+    for name, value in (("epsilon", "0"), ("max_depth", "64"), ("release_every", "1.5"),
+                        ("input_topic", "a b"), ("crash_at", "nowhere:1")):
+        with pytest.raises(ValueError):
+            PARAMS[name].parse(value)
+    assert PARAMS["web_port"].describe() == "must be an integer in [1, 65535]"
+    assert PARAMS["noise_key_hex"].env == PREFIX + "NOISE_KEY"
