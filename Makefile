@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # examples/downstream runs in a virtual environment of its own, made afresh each time.
 DOWNSTREAM_VENV ?= .venv-downstream
 
-.PHONY: install run demo test bench lint clean-venv downstream example-recording
+.PHONY: install run demo test bench lint clean-venv downstream example-recording vectors
 
 # $(call make-venv,DIR): a venv even where the interpreter lacks ensurepip (Debian/Ubuntu without
 # python3-venv): create it without pip, then let the system's pip install pip into it.
@@ -52,6 +52,10 @@ downstream:
 # fails until it is regenerated after a change of the release format or of the demo run).
 example-recording: install
 	$(PY) -m tests.support.example_recording
+
+# The release-format conformance vectors (schemas/conformance/vectors.json; schemas/README.md).
+vectors: install
+	$(PY) -m tests.support.conformance
 
 bench: install
 	$(PY) -m benchmarks core all --repeats 5
