@@ -193,8 +193,8 @@ def point_vectors() -> list[dict[str, Any]]:
                              _encode(empty, 0)))
     made = [
         ("depth0", "depth 0: one leaf, the whole cube", _made(2, 0, [0], [3], "depth0")),
-        ("d1/depth30-edges", "d = 1, depth 30: the first and the last leaf",
-         _made(1, 30, [0, (1 << 30) - 1], [2, 3], "depth30")),
+        ("d1/depth24-edges", "d = 1, depth 24: the first and the last leaf",
+         _made(1, 24, [0, (1 << 24) - 1], [2, 3], "depth24")),
         ("d3/depth20", "d = 3, depth 20: the last leaf and one past the middle",
          _made(3, 20, [5, (1 << 19) + 1, (1 << 20) - 1], [1, 2, 1], "depth20")),
         ("d3/depth7-centre", "d = 3, depth 7 (not a multiple of d), centre placement",
@@ -444,7 +444,7 @@ def stream_vectors(points: dict[str, list[bytes]]) -> list[dict[str, Any]]:
 def keystream_vectors() -> list[dict[str, Any]]:
     """Intermediate values of placement: context bytes, subkey, ChaCha20 block, uniform."""
     out = []
-    for seed_label, depth, stream, event in (("zero", 10, 0, 0), ("depth30", 30, 1, 5),
+    for seed_label, depth, stream, event in (("zero", 10, 0, 0), ("depth24", 24, 1, 5),
                                              ("depth32", 32, (1 << 32) - 1, 2),
                                              ("high", 63, (1 << 64) - 1, (1 << 56) - 1)):
         seed = bytes(32) if seed_label == "zero" else hashlib.sha256(seed_label.encode()).digest()
