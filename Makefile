@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # examples/downstream runs in a virtual environment of its own, made afresh each time.
 DOWNSTREAM_VENV ?= .venv-downstream
 
-.PHONY: install run demo test bench lint clean-venv downstream example-recording
+.PHONY: install run demo test bench lint clean-venv downstream example-recording vectors java-test
 
 # $(call make-venv,DIR): a venv even where the interpreter lacks ensurepip (Debian/Ubuntu without
 # python3-venv): create it without pip, then let the system's pip install pip into it.
@@ -35,9 +35,18 @@ lint: install
 	$(VENV)/bin/ruff check operators tests benchmarks
 	$(VENV)/bin/lint-imports
 
-test: install lint
+test: install lint java-test
 	$(PY) -m pytest -q
 	$(MAKE) downstream
+
+# The JVM reader (clients/java): its JUnit tests (the conformance vectors) and its jar, which
+# tests/integration/test_java_reader.py runs against the worker's topic. The first build
+# downloads Maven's plugins and the reader's dependencies from Maven Central.
+JAVA_DIR := clients/java
+java-test:
+	@if command -v mvn >/dev/null && command -v java >/dev/null; then \
+	  cd $(JAVA_DIR) && mvn -B -q package && grep -h "Tests run" target/surefire-reports/*.txt; \
+	else echo "java-test SKIPPED: install Java 17 and Maven to build and test clients/java"; fi
 
 # A consuming team's project (examples/downstream): a clean virtual environment, the README's
 # install line (dpsynth[testing], here from this checkout), its own pytest against the bundled
@@ -52,6 +61,10 @@ downstream:
 # fails until it is regenerated after a change of the release format or of the demo run).
 example-recording: install
 	$(PY) -m tests.support.example_recording
+
+# The release-format conformance vectors (schemas/conformance/vectors.json; schemas/README.md).
+vectors: install
+	$(PY) -m tests.support.conformance
 
 bench: install
 	$(PY) -m benchmarks core all --repeats 5

@@ -25,6 +25,7 @@ from dpsynth.release import (
     release_key,
     write_release_file,
 )
+from dpsynth.release.framing import REASONS
 from dpsynth.release.points_v1 import _cell_dtype as _cell_dtype
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
@@ -320,6 +321,7 @@ def test_broken_release_is_rejected(records: list[bytes], case: str) -> None:
     with pytest.raises(ReleaseIncompleteError, match=match) as info:
         decode_release(breaker(list(records)))
     assert "987654" not in str(info.value)  # privacy: a count is never named
+    assert info.value.reason in REASONS  # a stable code (the conformance vectors pin which)
 
 
 def test_untouched_records_still_decode(records: list[bytes], release: Release) -> None:

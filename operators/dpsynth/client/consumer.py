@@ -91,7 +91,8 @@ class ReleaseTracker:
             done = self.assembler.add_keyed(value)
         except ReleaseIncompleteError as e:
             self.rejected += 1
-            log.warning("release rejected (%s); a complete retry is still accepted", e)
+            log.warning("release rejected (%s: %s); a complete retry is still accepted",
+                        e.reason, e)
             return None
         if done is None:
             return None

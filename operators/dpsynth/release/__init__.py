@@ -16,6 +16,7 @@ from dpsynth.release.assembler import ReleaseAssembler
 from dpsynth.release.files import read_release_file, read_release_records, write_release_file
 from dpsynth.release.framing import (
     DEFAULT_MAX_CHUNK_BYTES,
+    REASONS,
     ReleaseIncompleteError,
     ReleaseKey,
     release_key,
@@ -35,7 +36,7 @@ from dpsynth.release.tabular_v1 import (
 
 __all__ = [
     "DEFAULT_MAX_CHUNK_BYTES", "FORMAT_VERSION", "MAX_DECODE_DEPTH", "PLACEMENTS",
-    "RELEASE_SCHEMA_VERSION", "Release",
+    "REASONS", "RELEASE_SCHEMA_VERSION", "Release",
     "ReleaseAssembler", "ReleaseIncompleteError", "ReleaseKey", "TabularRelease",
     "decode_release", "decode_tabular_release", "encode_release", "encode_tabular_release",
     "place_points", "read_release_file", "read_release_records", "release_key",

@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from dpsynth.errors import ConfigError
-from dpsynth.release.framing import ReleaseIncompleteError, ReleaseKey, is_int, key_of, unpack
+from dpsynth.release.framing import (
+    ReleaseIncompleteError,
+    ReleaseKey,
+    is_field_int,
+    is_int,
+    key_of,
+    unpack,
+)
 from dpsynth.release.model import Release
 from dpsynth.release.points_v1 import (
     MAX_DECODE_DEPTH,
@@ -47,7 +54,8 @@ class ReleaseAssembler:
       complete retry can still be assembled: a record that cannot be decoded, a chunk or end
       without its header (the consumer started mid-release, or the header was lost), two
       different versions of the same header or chunk, missing chunks at the end record, a bad
-      checksum or an inconsistent sum. The assembler stays usable after raising.
+      checksum or an inconsistent sum. The assembler stays usable after raising; the error's
+      ``reason`` is a stable code (:data:`~dpsynth.release.framing.REASONS`).
     - At most ``max_pending`` releases may be open; a header beyond that evicts the oldest open
       release, which is reported by raising (the new header itself is kept).
     - Per (run_id, partition) the last ``remember`` assembled sequences are kept; older
@@ -98,34 +106,43 @@ class ReleaseAssembler:
             if pending is not None:
                 if pending.header_raw == record:
                     return None
-                self._fail(key, "two different headers arrived for it")
+                self._fail(key, "two different headers arrived for it", "conflicting_header")
             self._open(key, bytes(record))
             return None
         if pending is None:
             raise ReleaseIncompleteError(
                 f"release {key}: {kind!r} record arrived without its header (the consumer "
-                "started mid-release, or the header was lost)"
+                "started mid-release, or the header was lost)", "no_header"
             )
         if kind == "chunk":
             index = rec.get("index")
-            if not is_int(index) or not 0 <= index < pending.header.n_chunks:
-                self._fail(key, f"chunk index ({index!r}) must lie in [0, n_chunks)")
+            if not is_field_int(index) or index >= pending.header.n_chunks:
+                self._fail(key, f"chunk index ({index!r}) must lie in [0, n_chunks)",
+                           "extra_chunk" if is_field_int(index) else "bad_chunk")
             held = pending.chunks.get(index)
             if held is None:
                 pending.chunks[index] = bytes(record)
             elif held != record:
-                self._fail(key, f"two different versions of chunk {index} arrived")
+                self._fail(key, f"two different versions of chunk {index} arrived",
+                           "conflicting_chunk")
             return None
         if kind != "end":
-            self._fail(key, f"record `kind` ({kind!r}) must be 'header', 'chunk' or 'end'")
+            self._fail(key, f"record `kind` ({kind!r}) must be 'header', 'chunk' or 'end'",
+                       "bad_kind")
         del self._pending[key]
-        ordered = [pending.chunks[i] for i in sorted(pending.chunks)]
+        missing = [i for i in range(pending.header.n_chunks) if i not in pending.chunks]
+        if missing:
+            raise ReleaseIncompleteError(
+                f"release {key}: end record before {len(missing)} of "
+                f"{pending.header.n_chunks} chunks: chunk {missing[0]} is missing; the release "
+                "is discarded", "missing_chunks")
+        ordered = [pending.chunks[i] for i in range(pending.header.n_chunks)]
         try:
             release = decode_release(
                 [pending.header_raw, *ordered, record], max_depth=self.max_depth
             )
         except ReleaseIncompleteError as e:
-            raise ReleaseIncompleteError(f"release {key}: {e}") from None
+            raise ReleaseIncompleteError(f"release {key}: {e}", e.reason) from None
         self._mark_assembled(key)
         return key, release
 
@@ -133,19 +150,19 @@ class ReleaseAssembler:
         try:
             header = _parse_header(raw, max_depth=self.max_depth)
         except ReleaseIncompleteError as e:
-            raise ReleaseIncompleteError(f"release {key}: {e}") from None
+            raise ReleaseIncompleteError(f"release {key}: {e}", e.reason) from None
         self._pending[key] = _Pending(raw, header)
         if len(self._pending) > self.max_pending:
             oldest = next(iter(self._pending))
             del self._pending[oldest]
             raise ReleaseIncompleteError(
                 f"release {oldest} evicted incomplete: more than max_pending "
-                f"({self.max_pending}) releases were open at once; raise max_pending"
+                f"({self.max_pending}) releases were open at once; raise max_pending", "evicted"
             )
 
-    def _fail(self, key: ReleaseKey, reason: str) -> NoReturn:
+    def _fail(self, key: ReleaseKey, reason: str, code: str) -> NoReturn:
         self._pending.pop(key, None)
-        raise ReleaseIncompleteError(f"release {key}: {reason}; the release is discarded")
+        raise ReleaseIncompleteError(f"release {key}: {reason}; the release is discarded", code)
 
     def _is_assembled(self, key: ReleaseKey) -> bool:
         seen = self._seen.get((key.run_id, key.partition))

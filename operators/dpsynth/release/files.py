@@ -43,13 +43,14 @@ def read_release_records(path: str | os.PathLike[str]) -> list[bytes]:
     while offset < len(data):
         if offset + 4 > len(data):
             raise ReleaseIncompleteError(
-                f"release file {os.fspath(path)!r} ends inside a length prefix: truncated"
+                f"release file {os.fspath(path)!r} ends inside a length prefix: truncated",
+                "truncated",
             )
         size = int.from_bytes(data[offset : offset + 4], "big")
         if offset + 4 + size > len(data):
             raise ReleaseIncompleteError(
                 f"release file {os.fspath(path)!r}: record {len(records)} ({size} bytes) "
-                "runs past the end of the file: truncated"
+                "runs past the end of the file: truncated", "truncated"
             )
         records.append(data[offset + 4 : offset + 4 + size])
         offset += 4 + size

@@ -21,8 +21,47 @@ from dpsynth.errors import ConfigError, DpsynthError
 DEFAULT_MAX_CHUNK_BYTES = 256_000
 
 
+#: The stable reason codes of :class:`ReleaseIncompleteError` (schemas/README.md "Reason
+#: codes"; the conformance vectors and every other reader use the same codes).
+REASONS: dict[str, str] = {
+    "undecodable": "a record is not bytes holding exactly one msgpack map",
+    "bad_identity": "a record's run_id, partition or sequence is missing or invalid",
+    "missing_header": "the first record is not a header (the release is cut at the front)",
+    "unsupported_format": "the header's format (or leaf encoding) is not one this reader reads",
+    "bad_keys": "a record's keys are not exactly those of its kind in its format",
+    "bad_header": "a header field is missing its type or range (t, depth, d, n_chunks, ...)",
+    "depth_limit": "the header's depth exceeds the reader's max_depth",
+    "unexpected_header": "a second header before the end record",
+    "bad_kind": "a record's kind is not header, chunk or end",
+    "mixed": "a record of another release among this release's records",
+    "duplicate_chunk": "a chunk index that was already read",
+    "extra_chunk": "a chunk index at or beyond the header's n_chunks",
+    "reordered": "a chunk index beyond the next expected one (a chunk missing or out of order)",
+    "bad_chunk": "a chunk's index or payload is malformed (sizes, cells, counts, rows)",
+    "missing_chunks": "the end record came before all n_chunks chunks, or disagrees on n_chunks",
+    "bad_checksum": "the end record's sha256 is not that of the header and chunk bytes",
+    "bad_sum": "the chunks do not add up to the header (counts sum to t, rows fill n_rows)",
+    "trailing_record": "a record after the end record",
+    "truncated": "the records end before the end record",
+    "no_header": "assembler: a chunk or end record of a release whose header is not held",
+    "conflicting_header": "assembler: a header differing from the one held for its release",
+    "conflicting_chunk": "assembler: a chunk differing from the one held at its index",
+    "evicted": "assembler: more than max_pending releases open at once; the oldest is dropped",
+}
+
+
 class ReleaseIncompleteError(DpsynthError, ValueError):
-    """A release's records are missing, duplicated, out of order, mixed or corrupt."""
+    """A release's records are missing, duplicated, out of order, mixed or corrupt.
+
+    ``reason`` is one of the stable codes of :data:`REASONS` (for programs; the message is for
+    people and may change).
+    """
+
+    def __init__(self, message: str, reason: str) -> None:
+        if reason not in REASONS:
+            raise ValueError(f"unknown release reason code {reason!r}")
+        super().__init__(message)
+        self.reason = reason
 
 
 class ReleaseKey(NamedTuple):
@@ -38,6 +77,11 @@ class ReleaseKey(NamedTuple):
 
 def is_int(value: object) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def is_field_int(value: object, low: int = 0) -> bool:
+    """An integer of a record field: in [low, 2^63) (int64, as every reader holds them)."""
+    return is_int(value) and low <= value < 1 << 63  # type: ignore[operator]
 
 
 def canonical(value: Any, where: str) -> Any:
@@ -93,23 +137,27 @@ def pack_with_arrays(head: dict[str, Any], arrays: dict[str, np.ndarray]) -> byt
 def unpack(raw: object, where: str) -> dict[str, Any]:
     """Decode one record into a dict, or raise ReleaseIncompleteError."""
     if not isinstance(raw, bytes | bytearray | memoryview):
-        raise ReleaseIncompleteError(f"{where} ({type(raw).__name__}) must be bytes")
+        raise ReleaseIncompleteError(f"{where} ({type(raw).__name__}) must be bytes",
+                                     "undecodable")
     try:
         obj = msgpack.unpackb(raw, raw=False, strict_map_key=True)
     except (ValueError, TypeError, msgpack.UnpackException):
-        raise ReleaseIncompleteError(f"{where} cannot be decoded as one msgpack map") from None
+        raise ReleaseIncompleteError(f"{where} cannot be decoded as one msgpack map",
+                                     "undecodable") from None
     if not isinstance(obj, dict):
-        raise ReleaseIncompleteError(f"{where} must be a msgpack map")
+        raise ReleaseIncompleteError(f"{where} must be a msgpack map", "undecodable")
     return obj
 
 
 def key_of(rec: dict[str, Any], where: str) -> ReleaseKey:
     run_id, partition, sequence = rec.get("run_id"), rec.get("partition"), rec.get("sequence")
     if not isinstance(run_id, str) or not run_id:
-        raise ReleaseIncompleteError(f"{where}: `run_id` must be a non-empty string")
+        raise ReleaseIncompleteError(f"{where}: `run_id` must be a non-empty string",
+                                     "bad_identity")
     for name, value in (("partition", partition), ("sequence", sequence)):
-        if not is_int(value) or value < 0:
-            raise ReleaseIncompleteError(f"{where}: `{name}` must be an integer >= 0")
+        if not is_field_int(value):
+            raise ReleaseIncompleteError(f"{where}: `{name}` must be an integer in [0, 2^63)",
+                                         "bad_identity")
     return ReleaseKey(run_id, partition, sequence)
 
 
@@ -120,7 +168,7 @@ def check_keys(rec: dict[str, Any], expected: frozenset[str], where: str,
         missing, extra = sorted(expected - set(rec)), sorted(set(rec) - expected)
         raise ReleaseIncompleteError(
             f"{where}: keys must be exactly those of format {fmt} "
-            f"(missing {missing}, unknown {extra})"
+            f"(missing {missing}, unknown {extra})", "bad_keys"
         )
 
 

@@ -46,6 +46,7 @@ from dpsynth.release.framing import (
     canonical,
     check_identity,
     check_keys,
+    is_field_int,
     is_int,
     key_of,
     pack,
@@ -194,39 +195,47 @@ def _parse_header(raw: bytes, *, max_depth: int) -> _Header:
     if rec.get("kind") != "header":
         raise ReleaseIncompleteError(
             f"record 0 (kind {rec.get('kind')!r}) must be the header: a release starts with "
-            "its header record (truncated at the front?)"
+            "its header record (truncated at the front?)", "missing_header"
+        )
+    fmt = rec.get("format")
+    if not is_int(fmt) or fmt != FORMAT_VERSION:
+        raise ReleaseIncompleteError(
+            f"header `format` ({fmt!r}) must be {FORMAT_VERSION}: this dpsynth reads "
+            "release format 1 only; upgrade dpsynth to read newer releases",
+            "unsupported_format",
+        )
+    if rec.get("leaf_encoding") != LEAF_ENCODING:
+        raise ReleaseIncompleteError(
+            f"header `leaf_encoding` ({rec.get('leaf_encoding')!r}) must be {LEAF_ENCODING!r}",
+            "unsupported_format",
         )
     check_keys(rec, _HEADER_KEYS, "header")
-    if rec["format"] != FORMAT_VERSION or isinstance(rec["format"], bool):
-        raise ReleaseIncompleteError(
-            f"header `format` ({rec['format']!r}) must be {FORMAT_VERSION}: this dpsynth reads "
-            "release format 1 only; upgrade dpsynth to read newer releases"
-        )
-    if rec["leaf_encoding"] != LEAF_ENCODING:
-        raise ReleaseIncompleteError(
-            f"header `leaf_encoding` ({rec['leaf_encoding']!r}) must be {LEAF_ENCODING!r}"
-        )
     key = key_of(rec, "header")
     depth, t, d, n_chunks = rec["depth"], rec["t"], rec["d"], rec["n_chunks"]
     if not is_int(depth) or not 0 <= depth <= min(max_depth, _MAX_TREE_DEPTH):
         raise ReleaseIncompleteError(
             f"header `depth` ({depth!r}) must be an integer in [0, {max_depth}]; "
-            "raise max_depth to decode deeper releases"
+            "raise max_depth to decode deeper releases",
+            "depth_limit" if is_int(depth) and max_depth < depth <= _MAX_TREE_DEPTH
+            else "bad_header",
         )
     for name, value, low in (("t", t, 0), ("d", d, 1), ("n_chunks", n_chunks, 0)):
-        if not is_int(value) or value < low:
-            raise ReleaseIncompleteError(f"header `{name}` must be an integer >= {low}")
+        if not is_field_int(value, low):
+            raise ReleaseIncompleteError(
+                f"header `{name}` must be an integer in [{low}, 2^63)", "bad_header")
     if n_chunks > 1 << depth:
         raise ReleaseIncompleteError(
-            f"header `n_chunks` ({n_chunks}) must be at most 2^depth ({1 << depth})"
+            f"header `n_chunks` ({n_chunks}) must be at most 2^depth ({1 << depth})",
+            "bad_header",
         )
     metadata, seed = rec["metadata"], rec["placement_seed"]
-    if not isinstance(metadata, dict) or metadata.get("d") != d:
+    if not isinstance(metadata, dict) or not is_int(metadata.get("d")) or metadata["d"] != d:
         raise ReleaseIncompleteError(
-            f"header `metadata` must be a map whose 'd' equals the header's d ({d})"
+            f"header `metadata` must be a map whose 'd' equals the header's d ({d})",
+            "bad_header",
         )
     if not isinstance(seed, bytes):
-        raise ReleaseIncompleteError("header `placement_seed` must be bytes")
+        raise ReleaseIncompleteError("header `placement_seed` must be bytes", "bad_header")
     return _Header(key, t, depth, d, metadata, seed, n_chunks)
 
 
@@ -235,28 +244,33 @@ def _parse_chunk(rec: dict[str, Any], header: _Header, after: int) -> tuple[np.n
     index = rec["index"]
     cells_raw, counts_raw = rec["cells"], rec["counts"]
     if not isinstance(cells_raw, bytes) or not isinstance(counts_raw, bytes):
-        raise ReleaseIncompleteError(f"chunk {index}: `cells` and `counts` must be bytes")
+        raise ReleaseIncompleteError(f"chunk {index}: `cells` and `counts` must be bytes",
+                                     "bad_chunk")
     width = _cell_dtype(header.depth).itemsize
     n = len(counts_raw) // 8
     if n == 0 or len(counts_raw) != 8 * n or len(cells_raw) != width * n:
         raise ReleaseIncompleteError(
             f"chunk {index}: `cells` ({len(cells_raw)} bytes) and `counts` ({len(counts_raw)} "
-            f"bytes) must hold the same number (>= 1) of {width}-byte cells and 8-byte counts"
+            f"bytes) must hold the same number (>= 1) of {width}-byte cells and 8-byte counts",
+            "bad_chunk",
         )
     cells = np.frombuffer(cells_raw, dtype=_cell_dtype(header.depth)).astype(np.uint64)
     counts = np.frombuffer(counts_raw, dtype=_COUNT_DTYPE).astype(np.int64)
     if int(cells[-1]) >= 1 << header.depth:
         raise ReleaseIncompleteError(
-            f"chunk {index}: cell {int(cells[-1])} must be below 2^depth ({1 << header.depth})"
+            f"chunk {index}: cell {int(cells[-1])} must be below 2^depth ({1 << header.depth})",
+            "bad_chunk",
         )
     if int(cells[0]) <= after or (n > 1 and np.any(cells[1:] <= cells[:-1])):
         raise ReleaseIncompleteError(
-            f"chunk {index}: cells must increase strictly across the release (each leaf once)"
+            f"chunk {index}: cells must increase strictly across the release (each leaf once)",
+            "bad_chunk",
         )
     if counts.min() < 1 or counts.max() > header.t:
         # privacy: never name the offending count
         raise ReleaseIncompleteError(
-            f"chunk {index}: counts must lie in [1, t] (non-zero leaves only, non-negative)"
+            f"chunk {index}: counts must lie in [1, t] (non-zero leaves only, non-negative)",
+            "bad_chunk",
         )
     return cells, counts
 
@@ -276,7 +290,8 @@ def decode_release(records: Iterable[bytes], *, max_depth: int = MAX_DECODE_DEPT
     it = iter(records)
     raw_header = next(it, None)
     if raw_header is None:
-        raise ReleaseIncompleteError("no records: a release starts with a header record")
+        raise ReleaseIncompleteError("no records: a release starts with a header record",
+                                     "truncated")
     reader = _Reader(_parse_header(raw_header, max_depth=max_depth), raw_header)
     for position, raw in enumerate(it, start=1):
         where = f"record {position}"
@@ -285,16 +300,17 @@ def decode_release(records: Iterable[bytes], *, max_depth: int = MAX_DECODE_DEPT
         if kind == "header":
             raise ReleaseIncompleteError(
                 f"{where} is a second header before the end record: the release is truncated "
-                "or mixed with another"
+                "or mixed with another", "unexpected_header"
             )
         if kind not in ("chunk", "end"):
             raise ReleaseIncompleteError(
-                f"{where} `kind` ({kind!r}) must be 'header', 'chunk' or 'end'"
+                f"{where} `kind` ({kind!r}) must be 'header', 'chunk' or 'end'", "bad_kind"
             )
         if key_of(rec, where) != reader.header.key:
             raise ReleaseIncompleteError(
                 f"{where} belongs to {key_of(rec, where)}, not to {reader.header.key} whose "
-                "header came first: records of different releases are mixed (use ReleaseAssembler)"
+                "header came first: records of different releases are mixed (use ReleaseAssembler)",
+                "mixed",
             )
         if kind == "chunk":
             reader.chunk(rec, raw, where)
@@ -302,12 +318,13 @@ def decode_release(records: Iterable[bytes], *, max_depth: int = MAX_DECODE_DEPT
         release = reader.end(rec, where)
         if next(it, None) is not None:
             raise ReleaseIncompleteError(
-                f"no record may follow the end record ({where}); decode one release at a time"
+                f"no record may follow the end record ({where}); decode one release at a time",
+                "trailing_record",
             )
         return release
     raise ReleaseIncompleteError(
         f"records ended before the end record, after {reader.expected} of "
-        f"{reader.header.n_chunks} chunks: the release is truncated"
+        f"{reader.header.n_chunks} chunks: the release is truncated", "truncated"
     )
 
 
@@ -324,18 +341,20 @@ class _Reader:
         """Check one chunk's place in the sequence and its contents, and add its leaves."""
         check_keys(rec, _CHUNK_KEYS, where)
         index, n_chunks = rec["index"], self.header.n_chunks
-        if not is_int(index):
-            raise ReleaseIncompleteError(f"{where}: chunk `index` must be an integer")
+        if not is_field_int(index):
+            raise ReleaseIncompleteError(
+                f"{where}: chunk `index` must be an integer in [0, 2^63)", "bad_chunk")
         if index < self.expected:
-            raise ReleaseIncompleteError(f"chunk {index} appears twice ({where})")
+            raise ReleaseIncompleteError(f"chunk {index} appears twice ({where})",
+                                         "duplicate_chunk")
         if index >= n_chunks:
             raise ReleaseIncompleteError(
-                f"chunk index ({index}) must be below n_chunks ({n_chunks})"
+                f"chunk index ({index}) must be below n_chunks ({n_chunks})", "extra_chunk"
             )
         if index != self.expected:
             raise ReleaseIncompleteError(
                 f"chunk index ({index}) must be {self.expected} at {where}: chunks come in order "
-                f"0..n_chunks-1; chunk {self.expected} is missing or out of order"
+                f"0..n_chunks-1; chunk {self.expected} is missing or out of order", "reordered"
             )
         cells, counts = _parse_chunk(rec, self.header, self.last_cell)
         self.leaf_counts[cells] = counts
@@ -347,18 +366,20 @@ class _Reader:
         """Check the end record, the checksum and the sum; return the release."""
         check_keys(rec, _END_KEYS, where)
         header = self.header
-        if self.expected != header.n_chunks or rec["n_chunks"] != header.n_chunks:
+        if (self.expected != header.n_chunks or not is_int(rec["n_chunks"])
+                or rec["n_chunks"] != header.n_chunks):
             raise ReleaseIncompleteError(
-                f"end record after {self.expected} of {header.n_chunks} chunks: chunks are missing"
+                f"end record after {self.expected} of {header.n_chunks} chunks: chunks are missing",
+                "missing_chunks",
             )
         sha = rec["sha256"]
         if not isinstance(sha, str) or not hmac.compare_digest(sha, self.digest.hexdigest()):
             raise ReleaseIncompleteError(
                 "sha256 of the header and chunks must match the end record's checksum: "
-                "the release was corrupted or tampered with"
+                "the release was corrupted or tampered with", "bad_checksum"
             )
         if self.total != header.t:
-            raise ReleaseIncompleteError(f"leaf counts must sum to t ({header.t})")
+            raise ReleaseIncompleteError(f"leaf counts must sum to t ({header.t})", "bad_sum")
         return Release(
             t=header.t,
             depth=header.depth,

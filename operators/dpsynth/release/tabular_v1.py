@@ -38,6 +38,8 @@ from dpsynth.release.framing import (
     ReleaseKey,
     canonical,
     check_keys,
+    is_field_int,
+    is_int,
     key_of,
     pack,
     unpack,
@@ -132,21 +134,26 @@ def encode_tabular_release(
 
 
 def _header(raw: bytes) -> dict[str, Any]:
+    """The checked header (same order of checks as format 1: kind, format, keys, identity)."""
     rec = unpack(raw, "record 0")
     if rec.get("kind") != "header":
-        raise ReleaseIncompleteError("record 0 must be the header (truncated at the front?)")
-    check_keys(rec, _HEADER_KEYS, "header")
-    if rec["format"] != TABULAR_FORMAT:
+        raise ReleaseIncompleteError("record 0 must be the header (truncated at the front?)",
+                                     "missing_header")
+    if rec.get("format") != TABULAR_FORMAT:
         raise ReleaseIncompleteError(
-            f"header `format` ({rec['format']!r}) must be {TABULAR_FORMAT!r}; point releases "
-            "are read with dpsynth.release.points_v1.decode_release"
+            f"header `format` ({rec.get('format')!r}) must be {TABULAR_FORMAT!r}; point releases "
+            "are read with dpsynth.release.points_v1.decode_release", "unsupported_format"
         )
+    check_keys(rec, _HEADER_KEYS, "header", TABULAR_FORMAT)
+    key_of(rec, "header")
     for name in ("step", "p", "n_rows", "n_chunks"):
-        value = rec[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < (name == "p"):
-            raise ReleaseIncompleteError(f"header `{name}` must be a non-negative integer")
-    if rec["width"] not in (1, 2, 4) or not isinstance(rec["metadata"], dict):
-        raise ReleaseIncompleteError("header `width` must be 1, 2 or 4 and `metadata` a map")
+        if not is_field_int(rec[name], int(name == "p")):
+            raise ReleaseIncompleteError(
+                f"header `{name}` must be an integer in [{int(name == 'p')}, 2^63)", "bad_header")
+    width = rec["width"]
+    if not is_int(width) or width not in (1, 2, 4) or not isinstance(rec["metadata"], dict):
+        raise ReleaseIncompleteError("header `width` must be 1, 2 or 4 and `metadata` a map",
+                                     "bad_header")
     return rec
 
 
@@ -158,46 +165,69 @@ def decode_tabular_release(records: Iterable[bytes]) -> TabularRelease:
     it = iter(records)
     raw_header = next(it, None)
     if raw_header is None:
-        raise ReleaseIncompleteError("no records: a release starts with a header record")
+        raise ReleaseIncompleteError("no records: a release starts with a header record",
+                                     "truncated")
     head = _header(raw_header)
     key: ReleaseKey = key_of(head, "header")
     digest = hashlib.sha256(bytes(raw_header))
     parts: list[bytes] = []
     for position, raw in enumerate(it, start=1):
-        rec = unpack(raw, f"record {position}")
-        if key_of(rec, f"record {position}") != key:
-            raise ReleaseIncompleteError(f"record {position} belongs to another release")
-        if rec.get("kind") == "chunk":
-            check_keys(rec, _CHUNK_KEYS, f"record {position}")
-            if rec["index"] != len(parts) or len(parts) >= head["n_chunks"]:
-                raise ReleaseIncompleteError(
-                    f"chunk index ({rec['index']!r}) must be {len(parts)}: missing, repeated "
-                    "or out of order"
-                )
-            if not isinstance(rec["rows"], bytes):
-                raise ReleaseIncompleteError(f"chunk {len(parts)}: `rows` must be bytes")
+        where = f"record {position}"
+        rec = unpack(raw, where)
+        kind = rec.get("kind")
+        if kind == "header":
+            raise ReleaseIncompleteError(f"{where} is a second header before the end record",
+                                         "unexpected_header")
+        if kind not in ("chunk", "end"):
+            raise ReleaseIncompleteError(f"{where}: kind must be 'chunk' or 'end'", "bad_kind")
+        if key_of(rec, where) != key:
+            raise ReleaseIncompleteError(f"{where} belongs to another release", "mixed")
+        if kind == "chunk":
+            _check_chunk(rec, where, len(parts), head["n_chunks"])
             parts.append(rec["rows"])
             digest.update(raw)
             continue
-        if rec.get("kind") != "end":
-            raise ReleaseIncompleteError(f"record {position}: kind must be 'chunk' or 'end'")
-        check_keys(rec, _END_KEYS, f"record {position}")
-        if len(parts) != head["n_chunks"] or rec["n_chunks"] != head["n_chunks"]:
+        check_keys(rec, _END_KEYS, where, TABULAR_FORMAT)
+        if (len(parts) != head["n_chunks"] or not is_int(rec["n_chunks"])
+                or rec["n_chunks"] != head["n_chunks"]):
             raise ReleaseIncompleteError(
-                f"end record after {len(parts)} of {head['n_chunks']} chunks: chunks are missing"
+                f"end record after {len(parts)} of {head['n_chunks']} chunks: chunks are missing",
+                "missing_chunks",
             )
         sha = rec["sha256"]
         if not isinstance(sha, str) or not hmac.compare_digest(sha, digest.hexdigest()):
             raise ReleaseIncompleteError(
-                "sha256 of the header and chunks must match the end record: corrupted or altered"
+                "sha256 of the header and chunks must match the end record: corrupted or altered",
+                "bad_checksum",
             )
-        if next(it, None) is not None:
-            raise ReleaseIncompleteError("no record may follow the end record")
         body = b"".join(parts)
         expected = head["n_rows"] * head["p"] * head["width"]
         if len(body) != expected:
-            raise ReleaseIncompleteError("chunks must hold exactly n_rows × p codes")
+            raise ReleaseIncompleteError("chunks must hold exactly n_rows × p codes", "bad_sum")
+        if next(it, None) is not None:
+            raise ReleaseIncompleteError("no record may follow the end record", "trailing_record")
         rows = np.frombuffer(body, dtype=np.dtype(f"<u{head['width']}")).astype(np.int64)
         return TabularRelease(key.sequence, head["step"], rows.reshape(head["n_rows"], head["p"]),
                               head["metadata"])
-    raise ReleaseIncompleteError("records ended before the end record: the release is truncated")
+    raise ReleaseIncompleteError("records ended before the end record: the release is truncated",
+                                 "truncated")
+
+
+def _check_chunk(rec: dict[str, Any], where: str, expected: int, n_chunks: int) -> None:
+    """A chunk's keys, its index (the next one, below n_chunks) and its ``rows`` bytes."""
+    check_keys(rec, _CHUNK_KEYS, where, TABULAR_FORMAT)
+    index = rec["index"]
+    if not is_field_int(index):
+        raise ReleaseIncompleteError(f"{where}: chunk `index` must be an integer in [0, 2^63)",
+                                     "bad_chunk")
+    if index < expected:
+        raise ReleaseIncompleteError(f"chunk {index} appears twice ({where})", "duplicate_chunk")
+    if index >= n_chunks:
+        raise ReleaseIncompleteError(
+            f"chunk index ({index}) must be below n_chunks ({n_chunks})", "extra_chunk")
+    if index != expected:
+        raise ReleaseIncompleteError(
+            f"chunk index ({index}) must be {expected}: chunk {expected} is missing or out of "
+            "order", "reordered")
+    if not isinstance(rec["rows"], bytes):
+        raise ReleaseIncompleteError(f"chunk {index}: `rows` must be bytes", "bad_chunk")
