@@ -9,6 +9,9 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
     "Noise sampler and counter tick", "Paper mode", "Offline mechanisms", the appendix);
 ``kafka``
     the Kafka worker from produce to release ("Kafka worker");
+``recovery``
+    kill -9 → the first record the restarted worker processes, over many kills ("Kafka
+    worker");
 ``topics``
     ``dpsynth topics import`` / ``export`` of a recording of 10^6 records ("Topic recordings");
 ``drift``
@@ -38,6 +41,7 @@ from benchmarks import accuracy as bench_accuracy
 from benchmarks import modes as bench_modes
 from benchmarks import noise as benchmarks
 from benchmarks.kafka import bench_kafka
+from benchmarks.recovery import bench_recovery
 from benchmarks.topics import bench_topics
 from benchmarks.users import bench_users
 from dpsynth.tabular.metrics import METRICS
@@ -50,6 +54,7 @@ def main() -> None:
 
 
 main.add_command(bench_kafka, name="kafka")
+main.add_command(bench_recovery, name="recovery")
 main.add_command(bench_topics, name="topics")
 main.add_command(bench_users, name="user")
 
