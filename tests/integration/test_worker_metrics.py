@@ -93,7 +93,7 @@ def test_lag_while_catching_up_then_zero_and_the_probes_answer(kafka_bootstrap, 
         assert max(lags) > 0, "the backlog never showed as lag"
         assert m["dpsynth_t"]["0"] == 400_000
         assert m["dpsynth_release_latency_seconds_count"]["0"] == 400
-        assert 0 <= m["dpsynth_tick_age_seconds"]["0"] < 60
+        assert m["dpsynth_tick_age_seconds"]["0"] >= 0  # exported (its size is the clock's)
         status, text = _get(worker, "/healthz")
         assert (status, text.strip()) == (200, "ok")
         assert _get(worker, "/readyz") == (200, "ok\n")
