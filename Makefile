@@ -35,8 +35,12 @@ lint: install
 	$(VENV)/bin/ruff check operators tests benchmarks
 	$(VENV)/bin/lint-imports
 
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist): much of it waits on brokers and
+# workers, so three processes keep two cores busy. One broker serves them all (tests/conftest.py).
+PYTEST_WORKERS ?= 3
+
 test: install lint java-test
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 	$(MAKE) downstream
 
 # The JVM reader (clients/java): its JUnit tests (the conformance vectors) and its jar, which

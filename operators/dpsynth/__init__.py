@@ -29,41 +29,87 @@ leaves                                         ``errors``, ``schema``, ``clippin
 
 from __future__ import annotations
 
-from dpsynth.accounting import Schedule, check_budget, paper_schedule, worst_case_loss
-from dpsynth.clock import TickClock, level_of, level_start
-from dpsynth.counters import (
-    BinaryMechanism,
-    InhomogeneousSparseCounter,
-    LevelCounters,
-    SparseCounter,
-)
-from dpsynth.errors import BudgetExceededError, ConfigError, DpsynthError
-from dpsynth.noise import KeyedNoise
-from dpsynth.offline.pmm import pmm_synthesize
-from dpsynth.online.synthesizer import OnlineSynthesizer
-from dpsynth.release import Release
-from dpsynth.schema import Column, Schema
+import importlib
+from typing import TYPE_CHECKING, Any
 
+__version__ = "0.1.0"
+
+#: The public API (docs/api.md): name → the module that defines it. Imported on first use, so
+#: ``import dpsynth`` (and ``dpsynth --version``) costs no NumPy or Numba. The building blocks
+#: (counters, noise, schedules, the tree) are public in their own packages.
+_PUBLIC = {
+    "OnlineSynthesizer": "dpsynth.online.synthesizer",
+    "TabularSynthesizer": "dpsynth.tabular.synthesizer",
+    "Synthesizer": "dpsynth.contract",
+    "feed": "dpsynth.contract",
+    "Release": "dpsynth.release",
+    "TabularRelease": "dpsynth.release",
+    "Schema": "dpsynth.schema",
+    "Column": "dpsynth.schema",
+    "Domain": "dpsynth.tabular.domain",
+    "pmm_synthesize": "dpsynth.offline.pmm",
+    "psmm_synthesize": "dpsynth.offline.psmm",
+    "lowdim_synthesize": "dpsynth.offline.lowdim",
+    "Neighbours": "dpsynth.params",
+    "PrivacyUnit": "dpsynth.params",
+    "MechanismName": "dpsynth.params",
+    "DpsynthError": "dpsynth.errors",
+    "ConfigError": "dpsynth.errors",
+    "SchemaError": "dpsynth.errors",
+    "BudgetExceededError": "dpsynth.errors",
+    "StateCorruptError": "dpsynth.errors",
+}
 __all__ = [
-    "BinaryMechanism",
     "BudgetExceededError",
     "Column",
     "ConfigError",
+    "Domain",
     "DpsynthError",
-    "InhomogeneousSparseCounter",
-    "KeyedNoise",
-    "LevelCounters",
+    "MechanismName",
+    "Neighbours",
     "OnlineSynthesizer",
+    "PrivacyUnit",
     "Release",
-    "Schedule",
     "Schema",
-    "SparseCounter",
-    "TickClock",
-    "check_budget",
-    "level_of",
-    "level_start",
-    "paper_schedule",
+    "SchemaError",
+    "StateCorruptError",
+    "Synthesizer",
+    "TabularRelease",
+    "TabularSynthesizer",
+    "feed",
+    "lowdim_synthesize",
     "pmm_synthesize",
-    "worst_case_loss",
+    "psmm_synthesize",
 ]
-__version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports lazily
+    from dpsynth.contract import Synthesizer, feed
+    from dpsynth.errors import (
+        BudgetExceededError,
+        ConfigError,
+        DpsynthError,
+        SchemaError,
+        StateCorruptError,
+    )
+    from dpsynth.offline.lowdim import lowdim_synthesize
+    from dpsynth.offline.pmm import pmm_synthesize
+    from dpsynth.offline.psmm import psmm_synthesize
+    from dpsynth.online.synthesizer import OnlineSynthesizer
+    from dpsynth.params import MechanismName, Neighbours, PrivacyUnit
+    from dpsynth.release import Release, TabularRelease
+    from dpsynth.schema import Column, Schema
+    from dpsynth.tabular.domain import Domain
+    from dpsynth.tabular.synthesizer import TabularSynthesizer
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dpsynth' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return [*__all__, "__version__"]

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from dpsynth.errors import ConfigError
-from dpsynth.noise import KeyedNoise
 
 #: Environment variable holding the run's noise key as 64 hex characters.
 KEY_ENV = "DPSYNTH_NOISE_KEY"
@@ -53,6 +52,8 @@ class NoiseKey:
         if not isinstance(key, bytes) or len(key) != 32:
             raise ConfigError("the noise key must be exactly 32 bytes (64 hex characters)")
         self.__key = key
+        from dpsynth.noise import KeyedNoise  # NumPy and Numba only once a key is loaded
+
         self.fingerprint = KeyedNoise(key).fingerprint()
         self.source = source
         self.is_demo = is_demo

@@ -46,32 +46,53 @@ evaluation artefacts, not private, and must not be published. Only the releases 
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import click
 
-from dpsynth.cli.audit import audit
-from dpsynth.cli.consume import consume
-from dpsynth.cli.demo import demo
-from dpsynth.cli.inspect import evaluate, inspect
-from dpsynth.cli.offline import offline
-from dpsynth.cli.produce import produce
-from dpsynth.cli.run import run
-from dpsynth.cli.tabular import tabular
-from dpsynth.cli.topics import topics
-from dpsynth.cli.worker import worker
 from dpsynth.keys import DEMO_KEY, KEY_ENV, KEY_FILE_ENV
 
 __all__ = ["DEMO_KEY", "KEY_ENV", "KEY_FILE_ENV", "main"]
 
+#: Each command: (module, attribute, one line of help). Imported only when run or asked for
+#: its own help, so ``dpsynth --help`` and ``--version`` import neither NumPy nor Numba.
+COMMANDS = {
+    "run": ("run", "run", "Run the online synthesizer embedded (no Kafka): releases, summary, "
+            "plots."),
+    "inspect": ("inspect", "inspect", "Print a release file's header, metadata and leaves."),
+    "eval": ("inspect", "evaluate", "Evaluate a release against the records behind it."),
+    "demo": ("demo", "demo", "Feed a generated stream to the counters of one tree level."),
+    "offline": ("offline", "offline", "Offline ε-DP synthetic copy of a CSV/NDJSON file."),
+    "tabular": ("tabular", "tabular", "Synthetic tables over a finite domain (paper 003)."),
+    "worker": ("worker", "worker", "Run the Kafka worker: raw events in, DP releases out."),
+    "produce": ("produce", "produce", "Send records to the raw-events topic as msgpack."),
+    "consume": ("consume", "consume", "Reassemble releases from the synthetic topic."),
+    "topics": ("topics", "topics", "Create the worker's topics; export or import a recording."),
+    "audit": ("audit", "audit", "Run entry points on neighbouring inputs; fail on any leak."),
+}
 
-@click.group()
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use (:data:`COMMANDS`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[name]
+        command: click.Command = getattr(importlib.import_module(f"dpsynth.cli.{module}"),
+                                         attribute)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: Any) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, text) for name, (_, _, text) in COMMANDS.items()])
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(package_name="dpsynth")
 def main() -> None:
     """dpsynth: differentially private synthetic data streams (He–Vershynin–Zhu)."""
-
-
-for command in (run, inspect, evaluate, demo, offline, tabular, worker, produce, consume,
-                topics, audit):
-    main.add_command(command)
-#: ``dpsynth snapshot``: the offline command's name before 0.2 ("snapshot" now means saved state).
-main.add_command(click.Command("snapshot", callback=offline.callback, params=offline.params,
-                               help=offline.help, hidden=True))

@@ -1,4 +1,4 @@
-"""``dpsynth snapshot``: offline PMM / PSMM / lowdim files in original units, metadata, release."""
+"""``dpsynth offline``: offline PMM / PSMM / lowdim files in original units, metadata, release."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]
     return tmp_path / "in.csv", schema
 
 
-def _snapshot(inputs: tuple[Path, Path], out: Path, *args: str) -> str:
+def _offline(inputs: tuple[Path, Path], out: Path, *args: str) -> str:
     data, schema = inputs
     result = CliRunner().invoke(main, ["offline", "--input", str(data), "--schema", str(schema),
                                        "--out", str(out), *args])
@@ -52,11 +52,11 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.parametrize("method", ["pmm", "psmm", "lowdim"])
-def test_snapshot_writes_records_in_units_and_metadata(
+def test_offline_writes_records_in_units_and_metadata(
     inputs: tuple[Path, Path], tmp_path: Path, method: str
 ) -> None:
     out = tmp_path / f"{method}.csv"
-    output = _snapshot(inputs, out, "--mechanism", method, "--epsilon", "2")
+    output = _offline(inputs, out, "--mechanism", method, "--epsilon", "2")
     rows = _read_csv(out)
     assert list(rows[0]) == ["lat", "lon", "alt"]
     values = np.array([[float(r[c]) for c in ("lat", "lon", "alt")] for r in rows])
@@ -85,8 +85,8 @@ def test_snapshot_writes_records_in_units_and_metadata(
 def test_same_key_gives_identical_files(inputs: tuple[Path, Path], tmp_path: Path) -> None:
     for method in ("pmm", "psmm", "lowdim"):
         a, b = tmp_path / f"a-{method}.ndjson", tmp_path / f"b-{method}.ndjson"
-        _snapshot(inputs, a, "--mechanism", method)
-        _snapshot(inputs, b, "--mechanism", method)
+        _offline(inputs, a, "--mechanism", method)
+        _offline(inputs, b, "--mechanism", method)
         assert a.read_bytes() == b.read_bytes()
         first = json.loads(a.read_text().splitlines()[0])
         assert set(first) == {"lat", "lon", "alt"}
@@ -96,7 +96,7 @@ def test_add_remove_hides_n_and_lowdim_refuses_it(
     inputs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "psmm.csv"
-    _snapshot(inputs, out, "--mechanism", "psmm", "--neighbours", "add_remove")
+    _offline(inputs, out, "--mechanism", "psmm", "--neighbours", "add_remove")
     meta = json.loads(out.with_name(out.name + ".meta.json").read_text())
     assert meta["neighbours"] == "add_remove" and "records_in" not in meta
     data, schema = inputs
@@ -120,7 +120,7 @@ def test_snapshot_equals_the_library_call(
     """The command is the library mechanism with the same key: no other noise is drawn."""
     data, _ = inputs
     out = tmp_path / f"{method}.csv"
-    _snapshot(inputs, out, "--mechanism", method)
+    _offline(inputs, out, "--mechanism", method)
     schema = Schema.from_dict(SCHEMA)
     records = [r for r in _read_csv(data) if r["lat"] != "not-a-number"]
     x = schema.to_unit([{k: float(r[k]) for k in schema.names} for r in records])[0]
