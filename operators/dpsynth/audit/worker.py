@@ -18,7 +18,7 @@ every context holds the partition (P2), so two partitions of one run draw noise 
 PRF inputs: under the PRF assumption they are as independent as two keys. A sample's partition
 is rotated among the inputs, so that no input always sits on one partition (the partition
 number is an identity, not data, and must not look like a deterministic difference). One
-worker run per distinct key costs a worker start-up (≈ 8 s on 2 cores); ``replicates``
+worker run per distinct key costs a worker start-up; ``replicates``
 partitions per input and run let 20 samples fit in a few runs.
 """
 

@@ -112,7 +112,7 @@ def _record(body: Any, line_no: int) -> TopicRecord:
 
 def decode_records(bodies: list[Any], first: int) -> list[TopicRecord]:
     """Record lines' objects as records; the common case (no headers) inline, for speed
-    (the import's budget is a few microseconds per record), anything else by :func:`_record`.
+    (the import is bounded by this loop), anything else by :func:`_record`.
     """
     out: list[TopicRecord] = []
     append, a2b, make, kinds = out.append, _a2b, _new_record, _KINDS
@@ -135,8 +135,8 @@ def decode_records(bodies: list[Any], first: int) -> list[TopicRecord]:
 
 def canonical_records(chunk: bytes) -> tuple[list[TopicRecord], Counter[int]] | None:
     """The records of ``chunk`` (whole lines) and their count per partition, when every line
-    is in the writer's own layout without headers — the import's fast path, a few times faster
-    than JSON; None otherwise (the caller then parses the lines as JSON, naming a bad line)."""
+    is in the writer's own layout without headers — the import's fast path, faster than JSON
+    (docs/benchmarks.md, "Topic recordings"); None otherwise (the caller then parses the lines as JSON, naming a bad line)."""
     found = _CANONICAL.findall(chunk)
     if len(found) != chunk.count(b"\n") + (not chunk.endswith(b"\n")):
         return None

@@ -217,7 +217,8 @@ def _uniform53_parallel(key, streams, events, out):  # type: ignore[no-untyped-d
         _uniform53_range(key, streams, events, out, c * _CHUNK, min(n, (c + 1) * _CHUNK))
 
 
-#: Below this many samples the thread pool's wake-up (~0.5 ms) costs more than it saves.
+#: Below this many samples the thread pool's wake-up costs more than it saves
+#: (docs/benchmarks.md, "Noise sampler").
 _PARALLEL_MIN = 1 << 16
 
 

@@ -27,12 +27,10 @@ re-routed along shortest paths at equal cost and vice versa, so the LP restricte
 has the same optimum as the dense LP: m(3^d − 1) flows instead of m(m − 1). The dense form
 (:func:`closest_probability_dense`) is kept for arbitrary supports and to check the sparse one.
 
-Sizes handled (measured in docs/benchmarks.md §10 C and docs/offline.md): the default cap
-``MAX_GRID_CELLS`` = 2^14 cells (d = 2, reached once εn ≥ 2^13; 2^12 cells in d = 3) solves in
-20–30 s (d = 2) and 4–7 s (d = 3) on a loaded 2-core machine, 54 MiB numpy + ≈ 140 MiB in total;
-n itself is unbounded (10^5 points measured), only the grid is capped. Idle-machine solves of
-larger grids: 2^16 cells in d = 2 ≈ 2 min, 2^15 in d = 3 ≈ 1 min (``max_cells``). The dense form
-handles up to ``MAX_DENSE_POINTS`` points. Beyond the cap the grid stops refining (Cor 3.7's
+Sizes handled: the LP grows with the grid, not with n, so the grid is capped at
+``MAX_GRID_CELLS`` = 2^14 cells (reached at d = 2 once εn ≥ 2^13) and ``max_cells`` raises the
+cap (solve times and memory per grid size: docs/benchmarks.md, "Offline mechanisms"). The dense
+form handles up to ``MAX_DENSE_POINTS`` points. Beyond the cap the grid stops refining (Cor 3.7's
 m = ⌈εn⌉ is not followed), so the accuracy stops improving with n.
 
 Output size: Alg 1 step 5 picks rational r_i ≈ ν̂_i; we round ``n_out·ν̂`` by largest remainders
@@ -68,8 +66,8 @@ from dpsynth.tree import leaf_bounds, route
 NEIGHBOURS = ("add_remove", "replace")
 #: Default cap on the number of grid cells (the LP has about 3^d·m variables).
 MAX_GRID_CELLS = 1 << 14
-#: SciPy's HiGHS, interior point + crossover: 2–3× faster than ``"highs"``'s default simplex on
-#: these LPs (docs/offline.md), same optimum (a vertex, thanks to the crossover).
+#: SciPy's HiGHS, interior point + crossover: faster than the default simplex on these LPs
+#: (docs/benchmarks.md, "Offline mechanisms"), same optimum (a vertex, thanks to the crossover).
 LP_METHOD = "highs-ipm"
 #: The dense LP has m(m − 1) + 2m variables: refuse beyond this many support points.
 MAX_DENSE_POINTS = 1500

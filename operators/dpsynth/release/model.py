@@ -67,8 +67,7 @@ class _DenseCounts:
     """The ``leaf_counts`` field: given, or built from ``occupied`` on first access.
 
     A release of depth 20 has 2^20 counts (8 MiB); the worker encodes releases from their
-    occupied leaves and never needs the dense array, whose allocation alone (page faults of a
-    fresh 8 MiB) cost more than the rest of a release's encoding.
+    occupied leaves and never needs the dense array, so it is never allocated there.
     """
 
     def __set_name__(self, owner: type, name: str) -> None:

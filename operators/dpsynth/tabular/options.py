@@ -27,9 +27,9 @@ SELECTIONS = PARAMS["selection"].values
 def default_workloads_per_step(epsilon: float) -> int:
     """k, the workloads measured per step, when none is given: max(1, round(2ε)) (T3, T18).
 
-    Each counter input then gets ε_meas = 0.9ε/k ≈ 0.45 (Lap_Z ≈ 2.2 per cell) under add/remove,
-    and a larger ε buys coverage (every workload measured every ⌈W/k⌉ steps) instead of
-    precision; the rule docs/benchmarks.md §11 measured against the paper's tables.
+    Each counter input then gets ε_meas = 0.9ε/k ≈ 0.45 under add/remove, and a larger ε buys
+    coverage (every workload measured every ⌈W/k⌉ steps) instead of precision (the rule was
+    chosen against the paper's tables: docs/benchmarks.md, "Tabular streams").
 
     >>> [default_workloads_per_step(e) for e in (0.25, 0.5, 1, 2, 4)]
     [1, 1, 2, 4, 8]

@@ -37,8 +37,8 @@ def counter_shares(counters: list[Counter]) -> tuple[np.ndarray, np.ndarray, np.
     The share is C_i with negative cells clipped, normalised. The reliability uses the noisy
     total S_i = Σ_c C_i[c] (unbiased): the clipped total would add the positive part of every
     empty cell's noise — thousands of phantom records on a large, rarely measured workload,
-    which then weighed like a well-measured one (ordered-50, seed 0: ε = 0.5, Simple, AvgWE
-    0.0085 → 0.0059; ε = 2, Block, 0.0042 → 0.0039)."""
+    which then weighed like a well-measured one (the effect on the Adult tables:
+    docs/benchmarks.md, "Tabular streams")."""
     shares = [np.zeros(c.dim) for c in counters]
     rho = np.zeros(len(counters))
     for i, counter in enumerate(counters):
