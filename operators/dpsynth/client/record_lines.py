@@ -136,7 +136,8 @@ def decode_records(bodies: list[Any], first: int) -> list[TopicRecord]:
 def canonical_records(chunk: bytes) -> tuple[list[TopicRecord], Counter[int]] | None:
     """The records of ``chunk`` (whole lines) and their count per partition, when every line
     is in the writer's own layout without headers — the import's fast path, faster than JSON
-    (docs/benchmarks.md, "Topic recordings"); None otherwise (the caller then parses the lines as JSON, naming a bad line)."""
+    (docs/benchmarks.md, "Topic recordings"); None otherwise (the caller then parses the
+    lines as JSON, naming a bad line)."""
     found = _CANONICAL.findall(chunk)
     if len(found) != chunk.count(b"\n") + (not chunk.endswith(b"\n")):
         return None
