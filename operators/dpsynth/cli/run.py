@@ -1,9 +1,12 @@
 """``dpsynth run``: the online synthesizer embedded (no Kafka), with releases, summary and plots.
 
 Layer: adapter. Writes every release to ``OUT/releases/release-{sequence:06d}.bin`` (release
-format v1), rejected records to ``OUT/dead-letter.ndjson`` (index and reason, never the value),
-and ``OUT/summary.json``, ``OUT/true-vs-synthetic.png``, ``OUT/w1-over-t.png`` — evaluation
-artefacts computed from the raw input, not private. Only the releases are ε-DP. Steps: every
+format v1), with ``--points-format arrow`` its points in units to
+``OUT/points/points-{sequence:06d}.arrow`` (Arrow IPC file), the schema of their units to
+``OUT/schema.json`` (what ``dpsynth view --folder OUT`` reads), rejected records to
+``OUT/dead-letter.ndjson`` (index and reason, never the value), and ``OUT/summary.json``,
+``OUT/true-vs-synthetic.png``, ``OUT/w1-over-t.png`` — evaluation artefacts computed from
+the raw input, not private. Only the releases (and their points) are ε-DP. Steps: every
 ``--release-every`` records (replacement), or the buckets of a declared time column
 (:mod:`~dpsynth.cli.timesteps`; the only way under add/remove, docs/privacy.md P11).
 """
@@ -31,7 +34,8 @@ from dpsynth.eval.report import w1_bracket
 from dpsynth.online.mechanism import step_mechanisms, takes_steps
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import Release, encode_release, read_release_file, write_release_file
-from dpsynth.schema import ClipReport, Schema
+from dpsynth.release.points_arrow import pyarrow_module, write_points_file
+from dpsynth.schema import ClipReport, Column, Schema
 from dpsynth.settings import SynthesisSettings, option_name
 
 BATCH_RECORDS = 2_000  # records per call of OnlineSynthesizer.extend (one progress step)
@@ -50,27 +54,56 @@ class RunLog:
     clips: ClipReport | None
 
 
-def _write_release(release: Release, directory: Path, run_id: str,
+@dataclass(frozen=True)
+class Outputs:
+    """Where ``run`` writes: OUT/releases/, and OUT/points/ with ``--points-format arrow``."""
+
+    out: Path
+    run_id: str
+    schema: Schema  # the points' units and column names (OUT/schema.json)
+    points: bool = False
+
+    @property
+    def releases(self) -> Path:
+        return self.out / "releases"
+
+    @property
+    def points_dir(self) -> Path:
+        return self.out / "points"
+
+    def prepare(self) -> None:
+        """Remove an earlier run's outputs, create the folders, write OUT/schema.json."""
+        for folder, pattern in ((self.releases, "release-*.bin"),
+                                (self.points_dir, "points-*.arrow")):
+            for stale in folder.glob(pattern):
+                stale.unlink()
+        self.releases.mkdir(parents=True, exist_ok=True)
+        if self.points:
+            self.points_dir.mkdir(parents=True, exist_ok=True)
+        (self.out / "schema.json").write_text(json.dumps(self.schema.to_dict(), indent=2) + "\n")
+
+
+def _write_release(release: Release, outputs: Outputs,
                    release_every: int) -> tuple[int, int, Path]:
-    """Write one release; returns (sequence, records fed so far, path).
+    """Write one release (and its points); returns (sequence, records fed so far, path).
 
     Releases come every ``release_every`` records, so release k follows k·release_every
     records (under add/remove, ``release.t`` is the noisy released size instead).
     """
     sequence = int(release.metadata["sequence"])
-    path = directory / f"release-{sequence:06d}.bin"
-    write_release_file(path, encode_release(release, run_id=run_id, partition=0,
+    path = outputs.releases / f"release-{sequence:06d}.bin"
+    write_release_file(path, encode_release(release, run_id=outputs.run_id, partition=0,
                                             sequence=sequence))
+    if outputs.points:  # post-processing: the release's points in units (--points-format)
+        write_points_file(outputs.points_dir / f"points-{sequence:06d}.arrow", release,
+                          outputs.schema, run_id=outputs.run_id, partition=0)
     return sequence, sequence * release_every, path
 
 
-def _feed(synth: OnlineSynthesizer, source: Source, out: Path, run_id: str,
+def _feed(synth: OnlineSynthesizer, source: Source, outputs: Outputs,
           console: Console) -> RunLog:
     """Feed ``source`` in batches with a progress bar; write releases and dead letters."""
-    releases_dir = out / "releases"
-    releases_dir.mkdir(parents=True, exist_ok=True)
-    for stale in releases_dir.glob("release-*.bin"):  # outputs of an earlier run
-        stale.unlink()
+    out = outputs.out
     parts, files, rejected, clips = [], [], 0, None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[releases]} releases"), TimeElapsedColumn())
@@ -93,8 +126,7 @@ def _feed(synth: OnlineSynthesizer, source: Source, out: Path, run_id: str,
 
         for points, releases in feed(synth, chunks(), steps=False):
             parts.append(_counted(synth, points))
-            files += [_write_release(r, releases_dir, run_id, synth.release_every)
-                      for r in releases]
+            files += [_write_release(r, outputs, synth.release_every) for r in releases]
             progress.update(task, advance=sizes[-1], releases=len(files))
     true = np.concatenate(parts) if parts else np.zeros((0, source.d))
     return RunLog(true, files, rejected, clips)
@@ -106,13 +138,10 @@ def _counted(synth: OnlineSynthesizer, points: np.ndarray) -> np.ndarray:
     return points if synth.users is None else points[synth.users.last_admitted]
 
 
-def _feed_steps(synth: OnlineSynthesizer, source: Source, steps: TimeSteps, out: Path,
-                run_id: str, console: Console) -> RunLog:
+def _feed_steps(synth: OnlineSynthesizer, source: Source, steps: TimeSteps, outputs: Outputs,
+                console: Console) -> RunLog:
     """One step per declared time bucket (public time): add its records, then step()."""
-    releases_dir = out / "releases"
-    releases_dir.mkdir(parents=True, exist_ok=True)
-    for stale in releases_dir.glob("release-*.bin"):
-        stale.unlink()
+    out = outputs.out
     records = source.records or []
     bucket, rejects = steps.buckets(records)
     timed = np.flatnonzero(bucket >= 0)
@@ -140,11 +169,18 @@ def _feed_steps(synth: OnlineSynthesizer, source: Source, steps: TimeSteps, out:
         # privacy: P11 (a step ends at the end of a declared time bucket)
         for step_points, (release,) in feed(synth, buckets, steps=True):
             counted.append(_counted(synth, step_points))
-            sequence, _, path = _write_release(release, releases_dir, run_id, 1)
+            sequence, _, path = _write_release(release, outputs, 1)
             files.append((sequence, sum(len(c) for c in counted), path))
             progress.advance(task)
     true = np.concatenate(counted) if counted else np.zeros((0, source.d))
     return RunLog(true, files, len(rejects), clips)
+
+
+def _units(source: Source) -> Schema:
+    """The schema of the points' units: the user's, else the columns in [0,1]."""
+    if source.units is not None:
+        return source.units
+    return Schema(tuple(Column(name, 0.0, 1.0) for name in source.names))
 
 
 def _w1_over_t(log: RunLog, w1_points: int) -> list[dict[str, Any]]:
@@ -261,6 +297,7 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 @time_options
 @declared_options("privacy_unit", "user_column", "max_contributions",
                   "max_contributions_per_step", "fresh")
+@declared_options("points_format")
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write summary.json and the two plots (evaluation against the raw input, "
                    "not private); --no-report writes only the releases and dead-letter.ndjson.")
@@ -271,7 +308,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
         time_column: str | None, time_origin: str | None, time_period: float | None,
         time_end: str | None, privacy_unit: str, user_column: str,
         max_contributions: int | None, max_contributions_per_step: int | None,
-        fresh: float | None, report: bool) -> None:
+        fresh: float | None, points_format: str, report: bool) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
 
     The default input is a generated stream of 20,000 points from drifting Gaussian blobs.
@@ -307,8 +344,12 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     console.print(f"d = {source.d}, ε = {epsilon:g}{unit} ({mechanism} mechanism, "
                   f"{neighbours}), {when}, max depth {max_depth}; writing to {out}/")
     out.mkdir(parents=True, exist_ok=True)
-    log = (_feed(synth, source, out, run_id, console) if steps is None else
-           _feed_steps(synth, source, steps, out, run_id, console))
+    outputs = Outputs(out, run_id, _units(source), points=points_format != "none")
+    if outputs.points:
+        pyarrow_module()  # fail before the run when pyarrow is missing
+    outputs.prepare()
+    log = (_feed(synth, source, outputs, console) if steps is None else
+           _feed_steps(synth, source, steps, outputs, console))
     dropped = "" if synth.users is None else f", {synth.dropped:,} over their user's bound"
     console.print(f"{synth.t:,} records accepted, {log.rejected:,} rejected "
                   f"(dead-letter.ndjson){dropped}, {len(log.files):,} releases in "

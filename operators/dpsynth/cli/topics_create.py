@@ -59,8 +59,10 @@ def topic_specs(*, input_topic: str, output_topic: str, dead_letter_topic: str,
                 partitions: int, output_partitions: int | None, replication: int,
                 input_retention_ms: int, output_retention_ms: int,
                 dead_letter_retention_ms: int, input_max_message_bytes: int,
-                release_max_record_bytes: int) -> list[TopicSpec]:
-    """The three topics with their partitions and configuration (see the module docstring).
+                release_max_record_bytes: int, points_topic: str | None = None
+                ) -> list[TopicSpec]:
+    """The three topics with their partitions and configuration (see the module docstring),
+    and the materialised points' topic, sized like the synthetic one, when ``points_topic``.
 
     >>> [s.partitions for s in topic_specs(input_topic="i", output_topic="o",
     ...     dead_letter_topic="d", partitions=4, output_partitions=None, replication=3,
@@ -69,21 +71,30 @@ def topic_specs(*, input_topic: str, output_topic: str, dead_letter_topic: str,
     [4, 4, 1]
     """
     common = {"min.insync.replicas": str(max(replication - 1, 1)), "cleanup.policy": "delete"}
+    synthetic = {**common, "retention.ms": str(output_retention_ms),
+                 "max.message.bytes": str(max(release_max_record_bytes + RELEASE_RECORD_OVERHEAD,
+                                              1_048_588))}
+    points = ([TopicSpec("materialised points", points_topic, output_partitions or partitions,
+                         synthetic)] if points_topic else [])
     return [
         TopicSpec("raw events", input_topic, partitions, {
             **common, "retention.ms": str(input_retention_ms),
             "max.message.bytes": str(input_max_message_bytes)}),
-        TopicSpec("synthetic", output_topic, output_partitions or partitions, {
-            **common, "retention.ms": str(output_retention_ms),
-            "max.message.bytes": str(max(release_max_record_bytes + RELEASE_RECORD_OVERHEAD,
-                                         1_048_588))}),
+        TopicSpec("synthetic", output_topic, output_partitions or partitions, synthetic),
         TopicSpec("dead letters", dead_letter_topic, 1, {
             **common, "retention.ms": str(dead_letter_retention_ms)}),
+        *points,
     ]
 
 
 def _env(name: str, default: str) -> Any:
     return lambda: os.environ.get(name) or default
+
+
+def _points_topic() -> str | None:
+    if (os.environ.get("DPSYNTH_POINTS_FORMAT") or "none").strip() == "none":
+        return None
+    return os.environ.get("DPSYNTH_POINTS_TOPIC") or "dpsynth-synthetic-points"
 
 
 def create_specs(admin: Any, bootstrap: str, specs: list[TopicSpec], replication: int) -> list[str]:
@@ -142,6 +153,10 @@ def _wait_visible(admin: Any, names: list[str]) -> None:
               show_default="$DPSYNTH_DEAD_LETTER_TOPIC, else dpsynth-dead-letter")
 @click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True,
               help="Partitions of the raw-events topic: one per worker you plan to run.")
+@click.option("--points-topic", default=_points_topic, show_default="$DPSYNTH_POINTS_TOPIC "
+              "(else dpsynth-synthetic-points) when $DPSYNTH_POINTS_FORMAT is set, else none",
+              help="Also create the topic of the materialised points (DPSYNTH_POINTS_FORMAT), "
+                   "sized like the synthetic topic.")
 @click.option("--output-partitions", type=click.IntRange(min=1),
               help="Partitions of the synthetic topic (default: --partitions).")
 @click.option("--replication-factor", "replication", type=click.IntRange(min=1),
@@ -160,10 +175,12 @@ def _wait_visible(admin: Any, names: list[str]) -> None:
               show_default="$DPSYNTH_RELEASE_MAX_RECORD_BYTES, else 256000",
               help="The worker's largest release record (sizes the synthetic topic's limit).")
 def create(bootstrap: str | None, input_topic: str, output_topic: str, dead_letter_topic: str,
-           partitions: int, output_partitions: int | None, replication: int | None,
+           points_topic: str | None, partitions: int, output_partitions: int | None,
+           replication: int | None,
            input_retention_ms: int, output_retention_ms: int, dead_letter_retention_ms: int,
            input_max_message_bytes: int, release_max_record_bytes: int) -> None:
-    """Create the raw-events, synthetic and dead-letter topics (the missing ones)."""
+    """Create the raw-events, synthetic and dead-letter topics (the missing ones), and the
+    materialised points' topic with --points-topic."""
     kafka = kafka_module()
     servers = resolve_bootstrap(bootstrap)
     admin = kafka.admin.AdminClient({"bootstrap.servers": servers})
@@ -178,8 +195,9 @@ def create(bootstrap: str | None, input_topic: str, output_topic: str, dead_lett
         input_retention_ms=input_retention_ms, output_retention_ms=output_retention_ms,
         dead_letter_retention_ms=dead_letter_retention_ms,
         input_max_message_bytes=input_max_message_bytes,
-        release_max_record_bytes=release_max_record_bytes)
-    if len({s.name for s in specs}) != 3:
-        raise click.UsageError("the input, output and dead-letter topics must be three topics")
+        release_max_record_bytes=release_max_record_bytes, points_topic=points_topic)
+    if len({s.name for s in specs}) != len(specs):
+        raise click.UsageError("the input, output, dead-letter (and points) topics must be "
+                               "different topics")
     for line in create_specs(admin, servers, specs, replication):
         click.echo(line)

@@ -35,7 +35,8 @@ class StartError(click.ClickException):
 
 
 def check_topics(config: WorkerConfig, timeout_s: float = 20.0) -> dict[str, int]:
-    """Partitions of the three topics; ConfigError naming the variable of a missing one."""
+    """Partitions of the worker's topics (three, or four with DPSYNTH_POINTS_FORMAT); a
+    ConfigError naming the variable of a missing one."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
@@ -48,17 +49,21 @@ def check_topics(config: WorkerConfig, timeout_s: float = 20.0) -> dict[str, int
             "check the address and that the broker runs"
         ) from None
     out = {}
+    points = [("DPSYNTH_POINTS_TOPIC", config.points_topic)] * (config.points_format != "none")
     for variable, topic in (
         ("DPSYNTH_INPUT_TOPIC", config.input_topic),
         ("DPSYNTH_OUTPUT_TOPIC", config.output_topic),
         ("DPSYNTH_DEAD_LETTER_TOPIC", config.dead_letter_topic),
+        *points,
     ):
         info = metadata.topics.get(topic)
         if info is None or info.error is not None:
             raise ConfigError(
                 f"{variable} ({topic!r}) does not exist on the broker: create the worker's topics "
                 "with `dpsynth topics create --partitions P` (P: one raw-events partition per "
-                "worker you plan to run), or fix the name"
+                "worker you plan to run"
+                + ("; with DPSYNTH_POINTS_FORMAT set it creates DPSYNTH_POINTS_TOPIC too"
+                   if points else "") + "), or fix the name"
             )
         out[topic] = len(info.partitions)
     return out

@@ -18,6 +18,7 @@ from dpsynth.params.choices import (
     Neighbours,
     OfflineMechanism,
     Placement,
+    PointsFormat,
     PrivacyUnit,
     Selection,
     TabularCounter,
@@ -35,8 +36,9 @@ if len(PARAMS) != len(SYNTHESIS) + len(WORKER):  # pragma: no cover - a declarat
 __all__ = [
     "CRASH_POINTS", "DEFAULT_MAX_DEPTH", "MAX_CONTRIBUTIONS", "PARAMS", "PREFIX", "REQUIRED",
     "SCOPES", "CurrentShape", "Engine", "Estimator", "Fit", "LogLevel", "MechanismName",
-    "Neighbours", "OfflineMechanism", "Param", "Placement", "PrivacyUnit", "Selection",
-    "TabularCounter", "TabularMechanism", "check_library", "in_scope", "settings_table",
+    "Neighbours", "OfflineMechanism", "Param", "Placement", "PointsFormat", "PrivacyUnit",
+    "Selection", "TabularCounter", "TabularMechanism", "check_library", "in_scope",
+    "settings_table",
 ]
 
 

@@ -48,6 +48,13 @@ class Placement(StrEnum):
     CENTRE = "centre"
 
 
+class PointsFormat(StrEnum):
+    """The materialised points published beside each release (schemas/README.md "Points")."""
+
+    NONE = "none"  # only the compact releases (leaf counts and a placement seed)
+    ARROW = "arrow"  # also every release's points, in units, as Arrow IPC streams
+
+
 class CurrentShape(StrEnum):
     """adaptive and blocks: how the open block is placed."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpsynth.params.choices import Engine, LogLevel
+from dpsynth.params.choices import Engine, LogLevel, PointsFormat
 from dpsynth.params.core import Param
 
 #: Points at which a test may make the worker exit as if killed (never set in production).
@@ -49,6 +49,13 @@ WORKER = [
        pattern=TOPIC, rule=TOPIC_RULE),
     _w("dead_letter_topic", "text", "Rejected input messages, with a reason (holds raw data).",
        default="dpsynth-dead-letter", pattern=TOPIC, rule=TOPIC_RULE),
+    _w("points_format", "choice", "Also publish every release's points, in the schema's units "
+       "and column names: none, or arrow (Arrow IPC, chunked like releases; needs "
+       "dpsynth[points]). dpsynth run writes OUT/points/; the worker DPSYNTH_POINTS_TOPIC.",
+       choices=PointsFormat, default="none", scopes=frozenset({"run", "worker"}),
+       privacy="Post-processing of the release (the same points every reader computes)."),
+    _w("points_topic", "text", "points_format arrow: the topic of the materialised points.",
+       default="dpsynth-synthetic-points", pattern=TOPIC, rule=TOPIC_RULE),
     _w("engine", "choice", "points: records mapped by a schema to [0,1]^d; tabular: records "
        "over a finite domain.", choices=Engine, default="points"),
     _w("schema_file", "text", "engine points: the record schema (schemas/record-schema.v1.json).",

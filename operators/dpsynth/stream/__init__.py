@@ -15,6 +15,7 @@ module               owns
 ``engines``          :class:`SynthesizerEngine`: any synthesizer of the contract (points or
                      tables, ``DPSYNTH_ENGINE``) as the processor drives it
 ``sink``             the confluent-kafka producer of releases and dead letters
+``points``           ``DPSYNTH_POINTS_FORMAT``: each release's points (Arrow IPC) beside it
 ``replay``           the replay reader of an input partition (state rebuilt without local state)
 ``metrics``          Prometheus text exposition of the operator's counters
 ``crash``            ``DPSYNTH_CRASH_AT``: deterministic self-SIGKILL points for crash tests

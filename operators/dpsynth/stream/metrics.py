@@ -43,6 +43,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "tick_markers_written": ("counter", "Tick markers this worker wrote into the partition."),
     "releases": ("counter", "Releases delivered to the synthetic topic."),
     "release_records": ("counter", "Records (header, chunks, end) of delivered releases."),
+    "points_records": ("counter", "Records of materialised points produced "
+                                  "(DPSYNTH_POINTS_FORMAT), after their release's."),
     "state_commits": ("counter", "Atomic state commits (snapshot chunks + watermark)."),
     "state_chunks_written": ("counter", "Snapshot chunks written (only changed chunks)."),
     "state_bytes_written": ("counter", "Bytes written to RocksDB by state commits."),

@@ -45,6 +45,7 @@ from dpsynth.stream.codecs import dead_letter_key, encode_dead_letter, release_r
 from dpsynth.stream.crash import CrashPoints
 from dpsynth.stream.engines import Engine, bound_variable, open_engine, public_config
 from dpsynth.stream.metrics import Metrics
+from dpsynth.stream.points import points_records
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.store import PartitionStore
 from dpsynth.stream.ticks import Marker, MarkerKey, parse_marker
@@ -337,6 +338,9 @@ class PartitionProcessor:
                 records = records[half:]
             for record in records:
                 self.sink.send(config.output_topic, key, record)
+            for record in points_records(config, release, p):  # DPSYNTH_POINTS_FORMAT
+                self.sink.send(config.points_topic, key, record)
+                self.metrics.inc("points_records", p)
             self._in_flight.append((arrived, len(records)))
         self._releases = []
         if wait:

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from dpsynth.errors import ConfigError
 from dpsynth.keys import NoiseKey, load_noise_key
 from dpsynth.params import CRASH_POINTS, PARAMS
+from dpsynth.release.points_arrow import check_points_output
 from dpsynth.schema import Schema
 from dpsynth.settings import WorkerSettings, bootstrap_of, config_error, env_name
 from dpsynth.tabular.domain import Domain
@@ -270,7 +271,27 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
                  "DPSYNTH_EPSILON / DPSYNTH_RELEASE_EVERY / DPSYNTH_MAX_DEPTH / DPSYNTH_MECHANISM"
                  " / DPSYNTH_NEIGHBOURS / DPSYNTH_PRIVACY_UNIT / DPSYNTH_MAX_CONTRIBUTIONS")
         raise ConfigError(f"{names}: {e}") from None
+    _check_points(config, topics)
     return config
+
+
+def _check_points(config: WorkerConfig, topics: tuple[str, ...]) -> None:
+    """DPSYNTH_POINTS_FORMAT: the point engine, its own topic, pyarrow, room for a row."""
+    if config.points_format == "none":
+        return
+    if config.engine == "tabular":
+        raise ConfigError("DPSYNTH_POINTS_FORMAT applies to the point engine: tabular releases "
+                          "carry their rows already; unset DPSYNTH_POINTS_FORMAT")
+    if config.points_topic in topics:
+        raise ConfigError(f"DPSYNTH_POINTS_TOPIC ({config.points_topic!r}) must differ from the "
+                          "input, output and dead-letter topics")
+    assert config.schema is not None  # the point engine's (checked before)
+    metadata = config.synthesizer(config.d, bytes(32)).release().metadata
+    try:
+        check_points_output(config.schema, config.release_max_record_bytes, metadata)
+    except ConfigError as e:
+        raise ConfigError(f"DPSYNTH_POINTS_FORMAT={config.points_format}: " + str(e).replace(
+            "release_max_record_bytes", "DPSYNTH_RELEASE_MAX_RECORD_BYTES")) from None
 
 
 def _check_engine_variables(config: WorkerConfig) -> None:
