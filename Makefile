@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 # examples/downstream runs in a virtual environment of its own, made afresh each time.
 DOWNSTREAM_VENV ?= .venv-downstream
 
-.PHONY: install run demo test bench lint clean-venv downstream example-recording vectors java-test
+.PHONY: install run demo test bench lint clean-venv downstream example-recording vectors java-test \
+	view-screenshot
 
 # $(call make-venv,DIR): a venv even where the interpreter lacks ensurepip (Debian/Ubuntu without
 # python3-venv): create it without pip, then let the system's pip install pip into it.
@@ -69,6 +70,12 @@ example-recording: install
 # The release-format conformance vectors (schemas/conformance/vectors.json; schemas/README.md).
 vectors: install
 	$(PY) -m tests.support.conformance
+
+# docs/img/dpsynth-view.png: dpsynth view of a topic, in headless Chromium (chromium and
+# chromium-driver from Debian), taken by its browser test.
+view-screenshot: install
+	DPSYNTH_VIEW_SCREENSHOT=docs/img/dpsynth-view.png $(PY) -m pytest -q \
+	  tests/integration/test_view_browser.py -k topic
 
 bench: install
 	$(PY) -m benchmarks core all --repeats 5

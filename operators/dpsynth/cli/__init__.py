@@ -21,6 +21,9 @@ Layer: adapter (the core never imports it). Commands:
 ``dpsynth topics export --topic T [--out FILE]`` and ``dpsynth topics import FILE [--topic T]``
     A topic (synthetic, raw or dead-letter) to a recording file and back
     (:mod:`dpsynth.cli.topics_io`, ``schemas/recording.v1.json``).
+``dpsynth view --topic T [--schema S] | --folder OUT``
+    A live, read-only page on 127.0.0.1 of a synthetic topic or a run's folder: heat maps of
+    the latest releases in units, release sizes, privacy metadata (:mod:`dpsynth.cli.view`).
 ``dpsynth audit [PATTERN …] [--keys N]``
     The neighbour audit of every public entry point (:mod:`dpsynth.cli.audit`, P14).
 ``dpsynth demo [--out DIR] [--ticks N]``
@@ -70,6 +73,8 @@ COMMANDS = {
     "consume": ("consume", "consume", "Reassemble releases from the synthetic topic."),
     "topics": ("topics", "topics", "Create the worker's topics; export or import a recording."),
     "audit": ("audit", "audit", "Run entry points on neighbouring inputs; fail on any leak."),
+    "view": ("view", "view", "A live, read-only web page of a synthetic topic or release "
+             "folder."),
 }
 
 
