@@ -22,6 +22,9 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
 ``mutation``
     the mutation check of the privacy core (docs/privacy.md P14): every overspending mutant
     must fail a test or the neighbour audit;
+``points``
+    the materialised points (points_format arrow) against the compact release: bytes,
+    records and seconds per release ("Materialised points");
 ``user``
     the privacy unit "user": accuracy on Gowalla against PMM, cost of bounding, state size,
     10^7 distinct users ("Privacy unit user").
@@ -41,6 +44,7 @@ from benchmarks import accuracy as bench_accuracy
 from benchmarks import modes as bench_modes
 from benchmarks import noise as benchmarks
 from benchmarks.kafka import bench_kafka
+from benchmarks.points import bench_points
 from benchmarks.recovery import bench_recovery
 from benchmarks.topics import bench_topics
 from benchmarks.users import bench_users
@@ -57,6 +61,7 @@ main.add_command(bench_kafka, name="kafka")
 main.add_command(bench_recovery, name="recovery")
 main.add_command(bench_topics, name="topics")
 main.add_command(bench_users, name="user")
+main.add_command(bench_points, name="points")
 
 
 @main.command(name="core")
