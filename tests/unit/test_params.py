@@ -84,7 +84,7 @@ def _command(path: tuple[str, ...]) -> click.Command:
     command: click.Command = main
     for part in path:
         assert isinstance(command, click.Group)
-        command = command.commands[part]
+        command = command.get_command(click.Context(command), part)
     return command
 
 

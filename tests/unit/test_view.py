@@ -130,7 +130,7 @@ def test_the_server_follows_a_folder_and_only_reads(tmp_path):
 
 
 def test_the_command_binds_loopback_by_default_and_checks_its_options(tmp_path):
-    options = {o.name: o for o in main.commands["view"].params}
+    options = {o.name: o for o in main.get_command(None, "view").params}
     assert options["bind"].default == "127.0.0.1"
     runner = CliRunner()
     assert "give --topic" in runner.invoke(main, ["view"]).output
