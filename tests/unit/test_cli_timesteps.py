@@ -130,5 +130,6 @@ def test_empty_steps_and_empty_releases_do_not_break_the_report(tmp_path: Path) 
     bare = tmp_path / "bare"
     _run("--input", str(data), "--neighbours", "add_remove", *TIME, "--time-end", "80",
          "--out", str(bare), "--no-report")
-    assert sorted(p.name for p in bare.iterdir()) == ["dead-letter.ndjson", "releases"]
+    assert sorted(p.name for p in bare.iterdir()) == ["dead-letter.ndjson", "releases",
+                                                      "schema.json"]
     assert [r.t for r in _releases(bare)] == [r.t for r in _releases(out)]

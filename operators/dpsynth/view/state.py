@@ -38,7 +38,7 @@ PRIVACY_FIELDS = (
     ("worst_case_loss", "worst_case_loss", None),
 )
 #: Releases kept in the size history (the oldest are dropped beyond).
-HISTORY_LIMIT = 20_000
+HISTORY_LIMIT = 5_000
 
 
 def privacy_of(metadata: dict[str, Any]) -> dict[str, Any]:
