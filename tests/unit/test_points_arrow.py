@@ -191,3 +191,20 @@ def test_the_worker_refuses_a_points_setting_it_cannot_honour(tmp_path, env, mes
     with pytest.raises(ConfigError, match=message):
         point_config(tmp_path, DPSYNTH_POINTS_FORMAT="arrow", DPSYNTH_OUTPUT_TOPIC=(
             "dpsynth-synthetic"), **env)
+
+
+def test_topics_create_sizes_the_points_topic_like_the_synthetic_one(monkeypatch):
+    from dpsynth.cli.topics_create import _points_topic, topic_specs
+
+    specs = topic_specs(input_topic="i", output_topic="o", dead_letter_topic="d", partitions=4,
+                        output_partitions=2, replication=3, input_retention_ms=-1,
+                        output_retention_ms=7, dead_letter_retention_ms=1,
+                        input_max_message_bytes=1048588, release_max_record_bytes=900_000,
+                        points_topic="o-points")
+    synthetic, points = specs[1], specs[3]
+    assert (points.name, points.partitions, points.config) == (
+        "o-points", synthetic.partitions, synthetic.config)
+    monkeypatch.delenv("DPSYNTH_POINTS_FORMAT", raising=False)
+    assert _points_topic() is None
+    monkeypatch.setenv("DPSYNTH_POINTS_FORMAT", "arrow")
+    assert _points_topic() == "dpsynth-synthetic-points"

@@ -48,7 +48,8 @@ POINTS_VERSION = 1
 #: The Arrow schema metadata key holding the description (JSON, UTF-8).
 METADATA_KEY = b"dpsynth"
 #: Bytes a chunk may need beyond its fixed part (measured on an empty chunk) and 8 bytes per
-#: value: pyarrow 14-26 write 24 (the non-empty batch's buffer layout); the rest is a margin.
+#: value: a non-empty batch describes its buffers at a few more bytes; the rest is a margin
+#: (encode_points still refuses any chunk over the limit).
 _SLACK = 64
 
 
