@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numpy.typing import NDArray
 
 from dpsynth._types import CellIds, Points
 from dpsynth.errors import SchemaError
@@ -51,7 +52,7 @@ def route(points: Points, *, depth: int) -> CellIds:
 
 
 @njit(cache=True)
-def _interleave(points, splits, depth, out):  # type: ignore[no-untyped-def]
+def _interleave(points: Points, splits: NDArray[np.int64], depth: int, out: CellIds) -> None:
     """Morton bits, most significant first: bit k is digit ⌊k/d⌋ of coordinate k mod d, the
     coordinate's grid index at its own resolution (1.0 lands in the top cell). One compiled
     pass per point instead of a numpy pass per level."""

@@ -17,7 +17,8 @@ from dpsynth.bounding.ids import (
     id_reason,
 )
 from dpsynth.bounding.records import split_user_records
-from dpsynth.bounding.table import MAX_CONTRIBUTIONS, ContributionBounds, Resolver, UserCounts
+from dpsynth.bounding.table import ContributionBounds, Resolver, UserCounts
+from dpsynth.params import MAX_CONTRIBUTIONS
 
 __all__ = [
     "MAX_CONTRIBUTIONS", "MAX_ID_BYTES", "ContributionBounds", "Resolver", "UserCounts",

@@ -36,6 +36,8 @@ MAX_ID_BYTES = 1024
 #: Context of the subkey that keys the id hash (never used for noise).
 HASH_CONTEXT = ("dpsynth", "user-id", "siphash-2-4", "v1")
 _INVALID = "must be a string or an integer (the declared user id)"
+U64 = np.uint64
+_Int = int | np.int64  # an index: a Python int, or an element of an int64 array in a kernel
 
 
 def canonical_id(value: Any) -> bytes | None:
@@ -132,12 +134,12 @@ def siphash24(data: bytes, key: bytes) -> int:
 
 
 @njit(cache=True, inline="always")
-def _rotl(x, b):  # type: ignore[no-untyped-def]
+def _rotl(x: U64, b: int) -> U64:
     return (x << np.uint64(b)) | (x >> np.uint64(64 - b))
 
 
 @njit(cache=True, inline="always")
-def _sipround(v0, v1, v2, v3):  # type: ignore[no-untyped-def]
+def _sipround(v0: U64, v1: U64, v2: U64, v3: U64) -> tuple[U64, U64, U64, U64]:
     v0 += v1
     v1 = _rotl(v1, 13) ^ v0
     v0 = _rotl(v0, 32)
@@ -152,7 +154,7 @@ def _sipround(v0, v1, v2, v3):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _siphash(buf, start, end, k0, k1):  # type: ignore[no-untyped-def]
+def _siphash(buf: NDArray[np.uint8], start: _Int, end: _Int, k0: U64, k1: U64) -> U64:
     """SipHash-2-4 (c = 2 compression, d = 4 finalisation rounds) of buf[start:end]."""
     v0 = k0 ^ np.uint64(0x736F6D6570736575)
     v1 = k1 ^ np.uint64(0x646F72616E646F6D)
@@ -182,14 +184,16 @@ def _siphash(buf, start, end, k0, k1):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _hash_many(buf, offsets, keys, out):  # type: ignore[no-untyped-def]
+def _hash_many(buf: NDArray[np.uint8], offsets: NDArray[np.int64], keys: NDArray[np.uint64],
+               out: UserKeys) -> None:
     for i in range(out.shape[0]):
         out[i, 0] = _siphash(buf, offsets[i], offsets[i + 1], keys[0], keys[1])
         out[i, 1] = _siphash(buf, offsets[i], offsets[i + 1], keys[2], keys[3])
 
 
 @njit(cache=True)
-def _hash_ints(values, signed, keys, out):  # type: ignore[no-untyped-def]
+def _hash_ints(values: NDArray[np.int64] | NDArray[np.uint64], signed: bool,
+               keys: NDArray[np.uint64], out: UserKeys) -> None:
     """:func:`_hash_many` of the decimal text of each integer (``str(int(v)).encode()``)."""
     digits = np.empty(21, np.uint8)
     for i in range(values.shape[0]):

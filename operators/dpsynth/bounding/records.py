@@ -41,8 +41,9 @@ def split_user_records(
     ids = [canonical_id(r.get(column)) if isinstance(r, Mapping) else b"" for r in records]
     rejects = [(i, id_reason(column)) for i, v in enumerate(ids) if v is None]
     kept = [i for i, v in enumerate(ids) if v is not None]
+    kept_ids = [v for v in ids if v is not None]  # kept_ids[j] is ids[kept[j]]
     points, clips, bad = schema.split_valid([records[i] for i in kept])
     bad_at = {j for j, _ in bad}
     rejects = sorted(rejects + [(kept[j], why) for j, why in bad])
-    valid_ids = [ids[i] for j, i in enumerate(kept) if j not in bad_at]
-    return points, clips, rejects, valid_ids  # type: ignore[return-value]
+    valid_ids = [v for j, v in enumerate(kept_ids) if j not in bad_at]
+    return points, clips, rejects, valid_ids

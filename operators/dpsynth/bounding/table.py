@@ -33,13 +33,16 @@ from typing import Any
 
 import numpy as np
 from numba import njit
+from numpy.typing import NDArray
 
 from dpsynth.bounding.ids import UserKeys
 from dpsynth.errors import ConfigError
 from dpsynth.params import MAX_CONTRIBUTIONS
 
-#: Largest k (counts are 16-bit).
-
+# columns of the table: dirty flags, counts, steps
+_U8 = NDArray[np.uint8]
+_U16 = NDArray[np.uint16]
+_I64 = NDArray[np.int64]
 _LOAD = 0.75  # grow the table beyond this load factor
 _MIN_CAPACITY = 1024
 
@@ -245,7 +248,7 @@ def _normalised(keys: UserKeys) -> UserKeys:
 
 
 @njit(cache=True, inline="always")
-def _slot(keys, khi, klo):  # type: ignore[no-untyped-def]
+def _slot(keys: UserKeys, khi: np.uint64, klo: np.uint64) -> np.int64:
     """The slot holding (khi, klo), or the empty slot where it belongs (linear probing)."""
     mask = np.uint64(keys.shape[0] - 1)
     i = np.int64(klo & mask)
@@ -255,7 +258,8 @@ def _slot(keys, khi, klo):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _admit(table, counts, steps, step_counts, dirty, keys, step, k, c, out):  # type: ignore[no-untyped-def]
+def _admit(table: UserKeys, counts: _U16, steps: _I64, step_counts: _U16, dirty: _U8,
+           keys: UserKeys, step: np.int64, k: int, c: int, out: NDArray[np.bool_]) -> int:
     """Decide each record in order: count it iff its user's total < k (and step count < c)."""
     added = 0
     for i in range(keys.shape[0]):
@@ -279,8 +283,9 @@ def _admit(table, counts, steps, step_counts, dirty, keys, step, k, c, out):  # 
 
 
 @njit(cache=True)
-def _insert(table, counts, steps, step_counts, dirty, keys, src_counts, src_dirty,  # type: ignore[no-untyped-def]
-            src_steps, src_step_counts, has_steps):
+def _insert(table: UserKeys, counts: _U16, steps: _I64, step_counts: _U16, dirty: _U8,
+            keys: UserKeys, src_counts: _U16, src_dirty: _U8, src_steps: _I64,
+            src_step_counts: _U16, has_steps: bool) -> int:
     """Insert entries with a count (distinct keys); returns how many were new."""
     added = 0
     for j in range(keys.shape[0]):
@@ -297,7 +302,7 @@ def _insert(table, counts, steps, step_counts, dirty, keys, src_counts, src_dirt
 
 
 @njit(cache=True)
-def _present(table, keys):  # type: ignore[no-untyped-def]
+def _present(table: UserKeys, keys: UserKeys) -> NDArray[np.bool_]:
     out = np.empty(keys.shape[0], np.bool_)
     for i in range(keys.shape[0]):
         out[i] = table[_slot(table, keys[i, 0], keys[i, 1]), 1] != 0

@@ -12,6 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+from numpy.typing import NDArray
+
+from dpsynth._types import Counts
+
+U64 = np.uint64
+Words = NDArray[np.uint64]
+#: (next word of the buffer, block within the sample, stream, event), see below
+Cursor = tuple[U64, U64, U64, U64]
 
 _M32 = np.uint64(0xFFFFFFFF)
 _S7, _S8, _S12, _S16, _S20, _S24, _S25 = (np.uint64(v) for v in (7, 8, 12, 16, 20, 24, 25))
@@ -29,7 +37,7 @@ _SIGMA = (
 
 
 @njit(inline="always", cache=True)
-def _quarter(a, b, c, d):  # type: ignore[no-untyped-def]
+def _quarter(a: U64, b: U64, c: U64, d: U64) -> tuple[U64, U64, U64, U64]:
     a = (a + b) & _M32
     d ^= a
     d = ((d << _S16) | (d >> _S16)) & _M32
@@ -46,7 +54,7 @@ def _quarter(a, b, c, d):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def chacha20_block(key, counter, nonce, out):  # type: ignore[no-untyped-def]
+def chacha20_block(key: Words, counter: U64, nonce: U64, out: Words) -> None:
     """One ChaCha20 block (D. J. Bernstein's layout: 64-bit counter, 64-bit nonce) into ``out``.
 
     ``key`` holds 8 little-endian 32-bit words; ``out`` receives 16 32-bit words (as uint64).
@@ -94,13 +102,13 @@ def chacha20_block(key, counter, nonce, out):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
-def _start(key, stream, event, buf):  # type: ignore[no-untyped-def]
+def _start(key: Words, stream: U64, event: U64, buf: Words) -> Cursor:
     chacha20_block(key, event << _S8, stream, buf)
     return (_ZERO, _ZERO, stream, event)
 
 
 @njit(inline="always", cache=True)
-def _word32(key, buf, cur):  # type: ignore[no-untyped-def]
+def _word32(key: Words, buf: Words, cur: Cursor) -> tuple[U64, Cursor]:
     pos, block, stream, event = cur
     if pos == np.uint64(16):
         block += _ONE
@@ -113,7 +121,7 @@ def _word32(key, buf, cur):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
-def _uniform_below(n, key, buf, cur):  # type: ignore[no-untyped-def]
+def _uniform_below(n: U64, key: Words, buf: Words, cur: Cursor) -> tuple[U64, Cursor]:
     """Exactly uniform integer in [0, n), 1 <= n < 2^63, by masked rejection."""
     if n == _ONE:
         return _ZERO, cur
@@ -135,14 +143,15 @@ def _uniform_below(n, key, buf, cur):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
-def _bernoulli(num, den, key, buf, cur):  # type: ignore[no-untyped-def]
+def _bernoulli(num: U64, den: U64, key: Words, buf: Words, cur: Cursor) -> tuple[np.bool_, Cursor]:
     """Exact Bernoulli(num/den) for integers 0 <= num <= den."""
     u, cur = _uniform_below(den, key, buf, cur)
     return u < num, cur
 
 
 @njit(inline="always", cache=True)
-def _bernoulli_exp(num, den, key, buf, cur):  # type: ignore[no-untyped-def]
+def _bernoulli_exp(num: U64, den: U64, key: Words, buf: Words,
+                   cur: Cursor) -> tuple[np.bool_, Cursor]:
     """Exact Bernoulli(exp(-num/den)) for 0 <= num <= den (Canonne-Kamath-Steinke 2020, Alg 1)."""
     k = _ONE
     while True:
@@ -153,7 +162,7 @@ def _bernoulli_exp(num, den, key, buf, cur):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
-def _discrete_laplace_one(t, s, key, buf, cur):  # type: ignore[no-untyped-def]
+def _discrete_laplace_one(t: U64, s: U64, key: Words, buf: Words, cur: Cursor) -> np.int64:
     """Exact Lap_Z(t/s): Canonne-Kamath-Steinke 2020, Alg 2 (pmf proportional to exp(-|z| s/t))."""
     while True:
         u, cur = _uniform_below(t, key, buf, cur)
@@ -175,7 +184,8 @@ def _discrete_laplace_one(t, s, key, buf, cur):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def discrete_laplace_draw(key, t, s, stream, event, buf):  # type: ignore[no-untyped-def]
+def discrete_laplace_draw(key: Words, t: U64, s: U64, stream: U64, event: U64,
+                          buf: Words) -> np.int64:
     """The exact Lap_Z(t/s) sample addressed by (stream, event): one element of
     :func:`discrete_laplace_many`, for compiled callers that interleave draws with decisions
     (PrivTree). ``buf`` is scratch space of 16 uint64 words."""
@@ -187,7 +197,8 @@ _CHUNK = 4096
 
 
 @njit(cache=True)
-def _discrete_laplace_range(key, t, s, streams, events, out, lo, hi):  # type: ignore[no-untyped-def]
+def _discrete_laplace_range(key: Words, t: U64, s: U64, streams: Words, events: Words,
+                            out: Counts, lo: int, hi: int) -> None:
     buf = np.empty(16, np.uint64)
     for i in range(lo, hi):
         cur = _start(key, streams[i], events[i], buf)
@@ -195,7 +206,8 @@ def _discrete_laplace_range(key, t, s, streams, events, out, lo, hi):  # type: i
 
 
 @njit(cache=True, parallel=True)
-def _discrete_laplace_parallel(key, t, s, streams, events, out):  # type: ignore[no-untyped-def]
+def _discrete_laplace_parallel(key: Words, t: U64, s: U64, streams: Words, events: Words,
+                               out: Counts) -> None:
     n = out.shape[0]
     for c in prange((n + _CHUNK - 1) // _CHUNK):
         lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
@@ -203,7 +215,8 @@ def _discrete_laplace_parallel(key, t, s, streams, events, out):  # type: ignore
 
 
 @njit(cache=True)
-def _uniform53_range(key, streams, events, out, lo, hi):  # type: ignore[no-untyped-def]
+def _uniform53_range(key: Words, streams: Words, events: Words, out: Words, lo: int,
+                     hi: int) -> None:
     buf = np.empty(16, np.uint64)
     for i in range(lo, hi):
         chacha20_block(key, events[i] << _S8, streams[i], buf)
@@ -211,7 +224,7 @@ def _uniform53_range(key, streams, events, out, lo, hi):  # type: ignore[no-unty
 
 
 @njit(cache=True, parallel=True)
-def _uniform53_parallel(key, streams, events, out):  # type: ignore[no-untyped-def]
+def _uniform53_parallel(key: Words, streams: Words, events: Words, out: Words) -> None:
     n = out.shape[0]
     for c in prange((n + _CHUNK - 1) // _CHUNK):
         _uniform53_range(key, streams, events, out, c * _CHUNK, min(n, (c + 1) * _CHUNK))
@@ -222,7 +235,8 @@ def _uniform53_parallel(key, streams, events, out):  # type: ignore[no-untyped-d
 _PARALLEL_MIN = 1 << 16
 
 
-def discrete_laplace_many(key, t, s, streams, events, out):  # type: ignore[no-untyped-def]
+def discrete_laplace_many(key: Words, t: U64, s: U64, streams: Words, events: Words,
+                          out: Counts) -> None:
     """Fill ``out[i]`` with the exact Lap_Z(t/s) sample addressed by (streams[i], events[i])."""
     if out.shape[0] >= _PARALLEL_MIN:
         _discrete_laplace_parallel(key, t, s, streams, events, out)
@@ -230,7 +244,7 @@ def discrete_laplace_many(key, t, s, streams, events, out):  # type: ignore[no-u
         _discrete_laplace_range(key, t, s, streams, events, out, 0, out.shape[0])
 
 
-def uniform53_many(key, streams, events, out):  # type: ignore[no-untyped-def]
+def uniform53_many(key: Words, streams: Words, events: Words, out: Words) -> None:
     """Fill ``out[i]`` with an integer uniform on [1, 2^53] addressed by (streams[i], events[i])."""
     if out.shape[0] >= _PARALLEL_MIN:
         _uniform53_parallel(key, streams, events, out)

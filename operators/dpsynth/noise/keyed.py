@@ -35,6 +35,7 @@ import numpy as np
 from dpsynth._types import Counts
 from dpsynth.errors import ConfigError
 from dpsynth.noise import _kernels
+from dpsynth.noise._kernels import Words
 from dpsynth.noise.samplers import TWO_53, effective_scale, geometric_from_uniform
 
 Context = tuple[int | str, ...]
@@ -53,17 +54,16 @@ def encode_context(context: Sequence[int | str]) -> bytes:
     """
     parts = [_DOMAIN]
     for item in context:
-        kind = type(item)
-        if kind is str:  # the common items first: no isinstance chain, strings memoised
-            piece = _STR_PIECES.get(item)  # type: ignore[call-overload]
+        if type(item) is str:  # the common items first: no isinstance chain, strings memoised
+            piece = _STR_PIECES.get(item)
             if piece is None:
-                raw = item.encode()  # type: ignore[union-attr]
+                raw = item.encode()
                 piece = b"s" + len(raw).to_bytes(4, "big") + raw
                 if len(_STR_PIECES) < 1024:
-                    _STR_PIECES[item] = piece  # type: ignore[index]
+                    _STR_PIECES[item] = piece
             parts.append(piece)
             continue
-        if kind is not int and (isinstance(item, bool)
+        if type(item) is not int and (isinstance(item, bool)
                                 or not isinstance(item, int | str | np.integer)):
             raise TypeError(
                 f"context items must be int or str, got {type(item).__name__}; "
@@ -145,7 +145,7 @@ class KeyedNoise:
                 "e.g. `python -c 'import secrets; print(secrets.token_hex(32))'`"
             )
         self.__key = bytes(key)
-        self._subkeys: dict[bytes | Context, np.ndarray] = {}
+        self._subkeys: dict[bytes | Context, Words] = {}
 
     def __repr__(self) -> str:
         return "KeyedNoise(key=<redacted>)"
@@ -165,12 +165,13 @@ class KeyedNoise:
         """
         return hmac.new(self.__key, label, hashlib.sha256).digest()
 
-    def subkey(self, context: Sequence[int | str]) -> np.ndarray:
+    def subkey(self, context: Sequence[int | str]) -> Words:
         """The ChaCha20 key of ``context`` as 8 uint64 words (cached; at most 4096 entries)."""
         # The cache is keyed by the encoding, which tells True from 1 and "1" from 1; a tuple
         # of exact ints and strs is keyed by itself, skipping the encoding on a hit.
-        plain = type(context) is tuple and all(type(item) in _PLAIN for item in context)
-        words = self._subkeys.get(context) if plain else None
+        plain = (context if type(context) is tuple and all(type(item) in _PLAIN for item in context)
+                 else None)
+        words = self._subkeys.get(plain) if plain is not None else None
         if words is not None:
             return words
         encoded = encode_context(context)  # validates
@@ -181,8 +182,8 @@ class KeyedNoise:
             if len(self._subkeys) >= 4096:
                 self._subkeys.clear()
             self._subkeys[encoded] = words
-        if plain:
-            self._subkeys[context] = words  # type: ignore[index]
+        if plain is not None:
+            self._subkeys[plain] = words
         return words
 
     # -- discrete Laplace -------------------------------------------------------------------
