@@ -22,7 +22,8 @@ from typing import Any, Protocol, TypeVar
 
 from dpsynth.errors import ConfigError
 
-R = TypeVar("R", covariant=True)
+R = TypeVar("R")  # the release type (extend returns a list of them: invariant)
+T = TypeVar("T")
 
 
 class Synthesizer(Protocol[R]):
@@ -94,8 +95,8 @@ def tick_ends_step(neighbours: str, new_records: bool) -> bool:
     return neighbours == "add_remove" or new_records
 
 
-def feed(synth: Synthesizer[Any], chunks: Iterable[tuple[Any, Any]], *,
-         steps: bool) -> Iterator[tuple[Any, list[Any]]]:
+def feed(synth: Synthesizer[R], chunks: Iterable[tuple[T, Any]], *,
+         steps: bool) -> Iterator[tuple[T, list[R]]]:
     """The embedded feed loop of every engine: yield each chunk's records with the releases
     it completed.
 
@@ -112,8 +113,8 @@ def feed(synth: Synthesizer[Any], chunks: Iterable[tuple[Any, Any]], *,
             yield records, synth.extend(records, users)
 
 
-def feed_all(synth: Synthesizer[Any], chunks: Iterable[tuple[Any, Any]], *,
-             steps: bool) -> list[Any]:
+def feed_all(synth: Synthesizer[R], chunks: Iterable[tuple[Any, Any]], *,
+             steps: bool) -> list[R]:
     """Every release of :func:`feed`, in order."""
     return [release for _, releases in feed(synth, chunks, steps=steps)
             for release in releases]

@@ -42,8 +42,8 @@ def _decode(obj: dict[str, Any]) -> Any:
 
 def pack_state(state: dict[str, Any]) -> bytes:
     """Serialise a state dict (numbers, strings, bytes, lists, dicts, numpy arrays)."""
-    body = msgpack.packb({"version": STATE_VERSION, "state": state}, default=_encode,
-                         use_bin_type=True)
+    body: bytes = msgpack.packb({"version": STATE_VERSION, "state": state}, default=_encode,
+                                use_bin_type=True)
     return MAGIC + hashlib.sha256(body).digest() + body
 
 

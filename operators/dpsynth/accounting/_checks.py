@@ -34,11 +34,8 @@ def _check_d(d: object) -> int:
 
 
 def _check_epsilon(epsilon: object) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
-        ok = False
-    else:
-        ok = math.isfinite(float(epsilon)) and float(epsilon) > 0
-    if not ok:
+    if (isinstance(epsilon, bool) or not isinstance(epsilon, Real)
+            or not (math.isfinite(float(epsilon)) and float(epsilon) > 0)):
         raise ConfigError(
             f"`epsilon` ({_show(epsilon)}) must be a finite number > 0; "
             "pass the total privacy budget of the release, e.g. 1.0"

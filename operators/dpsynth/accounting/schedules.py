@@ -107,7 +107,7 @@ class Schedule:
     epsilon: float
     level_epsilon: Callable[[int, int], float]
     replays_history: bool
-    params: dict = field(default_factory=dict)
+    params: dict[str, float | str] = field(default_factory=dict)
     tail_loss: Callable[[int, int], float] | None = None
 
     def __post_init__(self) -> None:
@@ -265,15 +265,16 @@ def paper_schedule(d: int, epsilon: float) -> Schedule:
         )
 
     exponent = (1.0 - 1.0 / d) / 2.0
-    alpha = 2.0**exponent
-    c1 = (1.0 - 2.0**-exponent) / 2.0
+    alpha: float = 2.0**exponent  # float ** float is Any to the checker
+    c1: float = (1.0 - 2.0**-exponent) / 2.0
 
     def eps_d(j: int, r: int) -> float:
         j = _check_level("j", j, 1)
         r = _check_level("r", r, 0)
         if r < j:
             return 0.0  # a cell of level j counts only records from time level j on
-        return c1 * epsilon * 2.0 ** ((j - r) * exponent)
+        share: float = 2.0 ** ((j - r) * exponent)
+        return c1 * epsilon * share
 
     return Schedule(
         name="paper",
@@ -315,7 +316,8 @@ def closed_form_path_loss(d: int, epsilon: float, s: int) -> float:
     if d == 1:
         return epsilon * (0.5 - 3.0 / math.pi**2)
     alpha = 2.0 ** ((1.0 - 1.0 / d) / 2.0)
-    return epsilon / 2.0 * (1.0 - alpha ** (-s))
+    decay: float = alpha ** (-s)  # float ** float is Any to the checker
+    return epsilon / 2.0 * (1.0 - decay)
 
 
 def worst_case_loss(schedule: Schedule, max_level: int = MAX_LEVEL) -> tuple[float, int]:

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Final, TypedDict
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dpsynth._types import CellIds, Counts
 from dpsynth.clock import MAX_LEVEL, TickClock
@@ -37,6 +39,24 @@ from dpsynth.counters.sparse import (
 )
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
+
+
+class LevelState(TypedDict):
+    """The state of a :class:`LevelCounters` (:meth:`LevelCounters.state`): per-cell arrays,
+    level and tick; no noise and no key."""
+
+    noisy_total: Counts
+    closed_total: Counts
+    open_count: Counts
+    segment: Counts
+    noisy_threshold: Counts
+    fire_at: Counts
+    window_top: Counts
+    bm_noise: Counts
+    n_cells: int
+    level: int
+    tick: int
+    frozen: Counts | None
 
 
 class LevelCounters:
@@ -210,7 +230,7 @@ class LevelCounters:
         for group, start in zip(np.split(cells, starts[1:]), starts, strict=True):
             self._due.setdefault(int(when[start]), []).append(group)
 
-    def _accept(self, cells: np.ndarray, time: int, closures: np.ndarray) -> np.ndarray:
+    def _accept(self, cells: CellIds, time: int, closures: Counts) -> NDArray[np.bool_]:
         """Thinning: the candidate at ``time`` fires with probability q(N)/q(W); rejected cells
         draw their next candidate from time + 1."""
         thr = self.noisy_threshold[cells]
@@ -220,7 +240,7 @@ class LevelCounters:
         u = self._noise.uniform_at(
             (*self._level_ctx, "accept"), cells.astype(np.uint64), events.astype(np.uint64)
         )
-        accept = u * q_window <= q_now
+        accept: NDArray[np.bool_] = u * q_window <= q_now
         rejected = cells[~accept]
         self._schedule(rejected, time + 1, closures[~accept], events[~accept], "refire")
         return accept
@@ -306,22 +326,26 @@ class LevelCounters:
             return self._frozen.copy()
         return self.noisy_total + self.closed_total + self.bm_noise
 
-    _ARRAYS = (
+    _ARRAYS: Final = (
         "noisy_total", "closed_total", "open_count", "segment", "noisy_threshold", "fire_at",
         "window_top", "bm_noise",
     )
 
-    def state(self) -> dict[str, object]:
+    def state(self) -> LevelState:
         """Everything needed to continue exactly: per-cell arrays, level and tick (no noise)."""
-        out: dict[str, object] = {name: getattr(self, name).copy() for name in self._ARRAYS}
-        out.update(n_cells=self.n_cells, level=self.level, tick=self.tick)
-        out["frozen"] = None if self._frozen is None else self._frozen.copy()
-        return out
+        return LevelState(  # the keys in the order of _ARRAYS, then the scalars (same bytes)
+            noisy_total=self.noisy_total.copy(), closed_total=self.closed_total.copy(),
+            open_count=self.open_count.copy(), segment=self.segment.copy(),
+            noisy_threshold=self.noisy_threshold.copy(), fire_at=self.fire_at.copy(),
+            window_top=self.window_top.copy(), bm_noise=self.bm_noise.copy(),
+            n_cells=self.n_cells, level=self.level, tick=self.tick,
+            frozen=None if self._frozen is None else self._frozen.copy(),
+        )
 
     @classmethod
     def from_state(
         cls,
-        state: dict[str, object],
+        state: LevelState,
         level_epsilon: Callable[[int], float],
         clock: TickClock,
         noise: KeyedNoise,
@@ -330,14 +354,14 @@ class LevelCounters:
         """Rebuild from :meth:`state` without drawing any noise; the due-check index is derived
         from the stored firing times."""
         self = cls.__new__(cls)
-        self.n_cells = int(state["n_cells"])  # type: ignore[call-overload]
+        self.n_cells = int(state["n_cells"])
         self.level_epsilon = level_epsilon
         self.clock = clock
         self._noise = noise
         self._context = tuple(context)
         self._cells = np.arange(self.n_cells, dtype=np.int64)
-        self._set_level_parameters(int(state["level"]))  # type: ignore[call-overload]
-        self.tick = int(state["tick"])  # type: ignore[call-overload]
+        self._set_level_parameters(int(state["level"]))
+        self.tick = int(state["tick"])
         for name in cls._ARRAYS:
             array = np.asarray(state[name], dtype=np.int64)
             if array.shape != (self.n_cells,):

@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import overload
 
 import numpy as np
 
+from dpsynth._types import Counts
 from dpsynth.counters.binary import BinaryMechanism
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, laplace_tail
@@ -55,7 +57,11 @@ def sparse_threshold(epsilon: float, horizon: int) -> float:
     return 9.0 * math.log(horizon) / epsilon
 
 
-def check_event(time: int, closures: int) -> int:
+@overload
+def check_event(time: int, closures: int) -> int: ...
+@overload
+def check_event(time: int, closures: Counts) -> Counts: ...
+def check_event(time: int, closures: int | Counts) -> int | Counts:
     """Event of the check (or firing-time draw) at check time ``time`` after ``closures``."""
     return time * 16 + closures
 
@@ -66,10 +72,11 @@ def check_event(time: int, closures: int) -> int:
 WINDOW_MARGIN_SCALES = 12
 
 
-def window_top(open_count: np.ndarray, noisy_threshold: np.ndarray, scale: float) -> np.ndarray:
+def window_top(open_count: Counts, noisy_threshold: Counts, scale: float) -> Counts:
     """W = N + max(1, ⌊T0⌋ + λ_j − N − ⌈12·scale⌉): the open counts one candidate process covers."""
     margin = math.ceil(WINDOW_MARGIN_SCALES * scale)
-    return open_count + np.maximum(1, noisy_threshold - open_count - margin)
+    top: Counts = open_count + np.maximum(1, noisy_threshold - open_count - margin)
+    return top
 
 
 def fire_probability(scale: float, noisy_threshold: np.ndarray, count: np.ndarray) -> np.ndarray:

@@ -39,7 +39,8 @@ def read_release_records(path: str | os.PathLike[str]) -> list[bytes]:
     """The length-prefixed records of a release file, without decoding them."""
     with open(path, "rb") as f:
         data = f.read()
-    records, offset = [], 0
+    records: list[bytes] = []
+    offset = 0
     while offset < len(data):
         if offset + 4 > len(data):
             raise ReleaseIncompleteError(

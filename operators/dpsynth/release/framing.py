@@ -10,7 +10,7 @@ retried ones as duplicates (DESIGN §3, §4). Formats: :mod:`~dpsynth.release.po
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import msgpack
 import numpy as np
@@ -75,13 +75,17 @@ class ReleaseKey(NamedTuple):
 # ---- records -----------------------------------------------------------------------------
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int | np.integer[Any]]:
+    """An integer, Python's or numpy's, and not a bool."""
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
-def is_field_int(value: object, low: int = 0) -> bool:
-    """An integer of a record field: in [low, 2^63) (int64, as every reader holds them)."""
-    return is_int(value) and low <= value < 1 << 63  # type: ignore[operator]
+def is_field_int(value: object, low: int = 0) -> TypeGuard[int]:
+    """An integer of a record field: in [low, 2^63) (int64, as every reader holds them).
+
+    Records decoded from msgpack hold Python ints; a numpy integer passes too.
+    """
+    return is_int(value) and bool(low <= value < 1 << 63)
 
 
 def canonical(value: Any, where: str) -> Any:
@@ -103,8 +107,9 @@ def canonical(value: Any, where: str) -> Any:
     )
 
 
-def pack(obj: dict[str, Any]) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+def pack(obj: object) -> bytes:
+    packed: bytes = msgpack.packb(obj, use_bin_type=True)
+    return packed
 
 
 def _bin_header(size: int) -> bytes:
@@ -130,7 +135,7 @@ def pack_with_arrays(head: dict[str, Any], arrays: dict[str, np.ndarray]) -> byt
     for name, array in arrays.items():
         if not array.flags.c_contiguous:
             raise ValueError(f"array {name!r} must be contiguous")
-        parts += [pack(name), _bin_header(array.nbytes), array]  # type: ignore[list-item]
+        parts += [pack(name), _bin_header(array.nbytes), array]
     return b"".join(parts)
 
 
@@ -150,15 +155,20 @@ def unpack(raw: object, where: str) -> dict[str, Any]:
 
 
 def key_of(rec: dict[str, Any], where: str) -> ReleaseKey:
-    run_id, partition, sequence = rec.get("run_id"), rec.get("partition"), rec.get("sequence")
+    run_id = rec.get("run_id")
     if not isinstance(run_id, str) or not run_id:
         raise ReleaseIncompleteError(f"{where}: `run_id` must be a non-empty string",
                                      "bad_identity")
-    for name, value in (("partition", partition), ("sequence", sequence)):
-        if not is_field_int(value):
-            raise ReleaseIncompleteError(f"{where}: `{name}` must be an integer in [0, 2^63)",
-                                         "bad_identity")
-    return ReleaseKey(run_id, partition, sequence)
+    return ReleaseKey(run_id, _identity_int(rec, "partition", where),
+                      _identity_int(rec, "sequence", where))
+
+
+def _identity_int(rec: dict[str, Any], name: str, where: str) -> int:
+    value = rec.get(name)
+    if not is_field_int(value):
+        raise ReleaseIncompleteError(f"{where}: `{name}` must be an integer in [0, 2^63)",
+                                     "bad_identity")
+    return value
 
 
 def check_keys(rec: dict[str, Any], expected: frozenset[str], where: str,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -60,7 +60,8 @@ def place_points(
     streams = np.repeat(leaves, d)
     u = KeyedNoise(placement_seed).uniform_at(("place", depth), streams, events)
     u = u.reshape(-1, d)
-    return lower + np.minimum(u, np.nextafter(1.0, 0.0)) * (upper - lower)
+    points: Points = lower + np.minimum(u, np.nextafter(1.0, 0.0)) * (upper - lower)
+    return points
 
 
 class _DenseCounts:
@@ -73,7 +74,11 @@ class _DenseCounts:
     def __set_name__(self, owner: type, name: str) -> None:
         self._slot = f"_{name}"
 
-    def __get__(self, release: Any, owner: type | None = None) -> Any:
+    @overload
+    def __get__(self, release: None, owner: type | None = None) -> None: ...
+    @overload
+    def __get__(self, release: Release, owner: type | None = None) -> Counts: ...
+    def __get__(self, release: Release | None, owner: type | None = None) -> Counts | None:
         if release is None:
             return None  # the field's default: built from ``occupied``
         counts = release.__dict__.get(self._slot)
@@ -84,7 +89,7 @@ class _DenseCounts:
             release.__dict__[self._slot] = counts
         return counts
 
-    def __set__(self, release: Any, counts: Any) -> None:
+    def __set__(self, release: Release, counts: Counts | None) -> None:
         release.__dict__[self._slot] = counts
 
 
@@ -108,7 +113,7 @@ class Release:
 
     t: int
     depth: int
-    leaf_counts: Counts = _DenseCounts()  # type: ignore[assignment]  # None: from occupied
+    leaf_counts: _DenseCounts = _DenseCounts()  # reads as Counts; None: from occupied
     metadata: dict[str, Any] = field(default_factory=dict)
     placement_seed: bytes = bytes(32)
     #: The same counts, sparse: (occupied leaf indices ascending, their counts), when the
@@ -147,7 +152,7 @@ class Release:
             and self.placement_seed == other.placement_seed
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable (__eq__ compares the arrays)
 
 
 def check_release(release: Release) -> tuple[np.ndarray, int]:

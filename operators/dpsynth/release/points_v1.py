@@ -212,7 +212,7 @@ def _parse_header(raw: bytes, *, max_depth: int) -> _Header:
     check_keys(rec, _HEADER_KEYS, "header")
     key = key_of(rec, "header")
     depth, t, d, n_chunks = rec["depth"], rec["t"], rec["d"], rec["n_chunks"]
-    if not is_int(depth) or not 0 <= depth <= min(max_depth, _MAX_TREE_DEPTH):
+    if not is_field_int(depth) or not 0 <= depth <= min(max_depth, _MAX_TREE_DEPTH):
         raise ReleaseIncompleteError(
             f"header `depth` ({depth!r}) must be an integer in [0, {max_depth}]; "
             "raise max_depth to decode deeper releases",
