@@ -348,7 +348,8 @@ class Schema:
             )
         lower = np.array([c.lower for c in self.columns])
         upper = np.array([c.upper for c in self.columns])
-        return np.clip(lower + points * (upper - lower), lower, upper)
+        values: np.ndarray = np.clip(lower + points * (upper - lower), lower, upper)
+        return values
 
     def records_from_unit(self, points: Points) -> list[dict[str, float]]:
         """Map points back to records: one ``{name: value}`` dict of Python floats per point."""

@@ -97,7 +97,8 @@ def pmm_scales(depth: int, d: int, epsilon: float) -> np.ndarray:
     """σ_0..σ_r of (3.7), normalised so that Σ 1/σ_j = ε."""
     delta = [1.0] + [2.0 ** (j - j // d) for j in range(depth)]  # Δ_{j−1} for j = 0..r
     roots = np.sqrt(np.array(delta))
-    return roots.sum() / (epsilon * roots)
+    scales: np.ndarray = roots.sum() / (epsilon * roots)
+    return scales
 
 
 def pmm_leaves(

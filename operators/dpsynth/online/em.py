@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from dpsynth.online.rounding import density_at, sorted_union
+from dpsynth._types import Counts
+from dpsynth.online.rounding import Floats, density_at, sorted_union
 
 #: :func:`stacked_parts`: (union grid, interval starts, densities, sizes, summed density).
 StackedParts = tuple[np.ndarray, np.ndarray, np.ndarray, list[int], np.ndarray]
@@ -59,7 +60,8 @@ def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
 
 
 @njit(cache=True)
-def _add_parts(grid, starts, density, offsets, first, pooled):  # type: ignore[no-untyped-def]
+def _add_parts(grid: Counts, starts: Counts, density: Floats, offsets: Counts, first: int,
+               pooled: Floats) -> None:
     """Add parts ``first``, ``first`` + 1, … (in that order) to ``pooled`` on the union grid."""
     for p in range(first, offsets.size - 1):
         i = offsets[p]
@@ -70,7 +72,8 @@ def _add_parts(grid, starts, density, offsets, first, pooled):  # type: ignore[n
 
 
 @njit(cache=True)
-def _em_step(grid, starts, density, offsets, end, pooled):  # type: ignore[no-untyped-def]
+def _em_step(grid: Counts, starts: Counts, density: Floats, offsets: Counts, end: np.int64,
+             pooled: Floats) -> Floats:
     """:func:`em_density` on the union grid; part p is ``starts``/``density`` in
     [offsets[p], offsets[p + 1]), its interval starts a sorted subset of ``grid``; ``pooled``
     their sum on the grid."""

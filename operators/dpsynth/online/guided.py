@@ -51,13 +51,13 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from dpsynth._types import CellIds, LeafCounts
+from dpsynth._types import CellIds, Counts, LeafCounts
 from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
 from dpsynth.online.block_budget import GUIDED_STEP_SHARE, BlockBudget, block_budget
 from dpsynth.online.em import em_density, stacked_parts
 from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.refinement import refined_partition
-from dpsynth.online.rounding import block_intervals, mass_depth, union_grid
+from dpsynth.online.rounding import Floats, block_intervals, mass_depth, union_grid
 from dpsynth.online.steps import StepMechanism, block_of
 
 #: A node of level l holds 8^l steps.
@@ -117,14 +117,15 @@ def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, thresh
 
 
 @njit(cache=True)
-def _mass_below(starts, density, cum, x):  # type: ignore[no-untyped-def]
+def _mass_below(starts, density, cum, x):  # untyped: [tool.mypy]
     """The guide's mass in [0, x) (x in depth-``depth`` cells, possibly fractional)."""
     i = min(max(np.searchsorted(starts, x, side="right") - 1, 0), starts.size - 1)
     return cum[i] + density[i] * (x - starts[i])
 
 
 @njit(cache=True)
-def _partition(starts, density, widths, depth, threshold, d, max_depth):  # type: ignore[no-untyped-def]
+def _partition(starts: Floats, density: Floats, widths: Floats, depth: int, threshold: float,
+               d: int, max_depth: int) -> tuple[Counts, CellIds]:
     """:func:`guided_partition` depth first, so the leaves come out in Morton order."""
     cum = np.zeros(starts.size + 1, np.float64)  # the guide's mass before each interval
     for i in range(starts.size):
@@ -321,7 +322,8 @@ class GuidedMechanism(StepMechanism):
         depth = min(self.max_depth, max(self._mass_depth(g) for g in guides))
         starts, widths, densities = union_grid([self._intervals(g, depth) for g in guides],
                                                depth)
-        return depth, starts, widths, sum(densities)
+        # a sum of arrays is an array (sum's 0 is for an empty list; guides is never empty)
+        return depth, starts, widths, sum(densities)  # type: ignore[return-value]
 
     def _cached(self, summary: Any, depth: int, compute: Any) -> Any:
         """``compute()`` for a released summary (or the list of closed blocks), once per depth

@@ -33,6 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 from numba import njit
+from numpy.typing import NDArray
 
 from dpsynth._types import CellIds, Counts
 from dpsynth.errors import ConfigError
@@ -196,7 +197,8 @@ def _cumulative(weights: Counts) -> Counts:
 
 
 @njit(cache=True)
-def _leaf_true_counts(cells, cum, depths, prefixes, address_depth):  # type: ignore[no-untyped-def]
+def _leaf_true_counts(cells: CellIds, cum: Counts, depths: Counts, prefixes: CellIds,
+                      address_depth: int) -> Counts:
     """Record counts of the leaves (``depths``, ``prefixes``; any order), from sorted addresses
     and the prefix sums of their weights, in one compiled pass (two binary searches a leaf)."""
     out = np.empty(depths.size, np.int64)
@@ -244,8 +246,9 @@ def _leaves_and_counts(cells: CellIds, weights: Counts, params: PrivTreeParams,
 
 
 @njit(cache=True)
-def _descend(key, t, s, cells, cum, address_depth, max_depth, stride,  # type: ignore[no-untyped-def]
-             delta_units, theta_units):
+def _descend(key: NDArray[np.uint64], t: np.uint64, s: np.uint64, cells: CellIds, cum: Counts,
+             address_depth: int, max_depth: int, stride: int, delta_units: int,
+             theta_units: int) -> tuple[Counts, CellIds, Counts]:
     """Breadth-first PrivTree: decision level i (tree depth k = i·stride) splits node v iff
     b(v) + Z_v > θ (exact integers; privacy: P10); leaves in the order of the level-wise
     vectorised descent. Shifts stay in uint64 (numba turns uint64-with-int64 into floats)."""
@@ -327,7 +330,8 @@ def noisy_leaf_counts(
 
 
 @njit(cache=True)
-def _records_per_leaf(records, depths, prefixes, address_depth):  # type: ignore[no-untyped-def]
+def _records_per_leaf(records: CellIds, depths: Counts, prefixes: CellIds,
+                      address_depth: int) -> Counts:
     """Records per leaf of a partition in Morton order: a branch-free binary search of each
     record among the leaves' first addresses (faster than sorting the records)."""
     starts = np.empty(depths.size, np.uint64)

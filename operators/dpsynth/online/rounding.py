@@ -12,12 +12,16 @@ from typing import Any
 
 import numpy as np
 from numba import njit
+from numpy.typing import NDArray
 
+from dpsynth._types import CellIds, Counts
 from dpsynth.noise import KeyedNoise
+
+Floats = NDArray[np.float64]
 
 
 @njit(cache=True)
-def _append(cells, values, n, cell, count):  # type: ignore[no-untyped-def]
+def _append(cells: Counts, values: Counts, n: int, cell: np.int64, count: int | np.int64) -> int:
     """Add ``count`` units to ``cell`` in the runs (merged with the last run if it is that cell)."""
     if n > 0 and cells[n - 1] == cell:
         values[n - 1] += count
@@ -30,7 +34,7 @@ def _append(cells, values, n, cell, count):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def systematic_runs(starts, widths, before, rate, total, u, cells, values):  # type: ignore[no-untyped-def]
+def systematic_runs(starts, widths, before, rate, total, u, cells, values):  # untyped: [tool.mypy]
     """Unit j = 1..total lands in the cell where F crosses j − u (F linear inside an interval,
     slope ``rate`` per cell, F = ``before`` at each interval's start).
 
@@ -68,7 +72,7 @@ def systematic_runs(starts, widths, before, rate, total, u, cells, values):  # t
 
 
 @njit(cache=True)
-def runs_capacity(widths: np.ndarray, before: np.ndarray, total: int) -> int:
+def runs_capacity(widths: np.ndarray, before: np.ndarray, total: int) -> np.int64:
     """An upper bound on the runs :func:`systematic_runs` writes: interval i receives at most
     ⌊F_{i+1} − F_i⌋ + 1 units (one more for rounding of F) and occupies at most min(units,
     width) cells. Within about two runs per interval of the count, so the buffers are kept
@@ -82,7 +86,7 @@ def runs_capacity(widths: np.ndarray, before: np.ndarray, total: int) -> int:
 
 
 @njit(cache=True)
-def _scaled_before(mass, scale):  # type: ignore[no-untyped-def]
+def _scaled_before(mass: Floats, scale: float) -> Floats:
     """F at interval starts: scale · Σ_{j<i} mass_j, summed in order (as ``np.cumsum``)."""
     before, running = np.empty(mass.size, np.float64), 0.0
     for i in range(mass.size):
@@ -139,7 +143,7 @@ def sorted_union(*arrays: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _marked(values):  # type: ignore[no-untyped-def]
+def _marked(values: Counts) -> Counts:
     """The sorted distinct values of non-negative integers, by a table of their range."""
     seen = np.zeros(values.max() + 1, np.bool_)
     for v in values:
@@ -166,7 +170,7 @@ def block_intervals(block: dict[str, Any], depth: int,
     if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
         counts *= size / counts.sum()
     if increasing:  # Morton order, none merged (guided's leaves): each its own interval
-        mass = counts
+        mass: np.ndarray = counts
     elif (starts[1:] >= starts[:-1]).all():  # leaves in Morton order: runs
         first = np.flatnonzero(np.concatenate([[True], starts[1:] != starts[:-1]]))
         starts, mass = starts[first], np.add.reduceat(counts, first)
@@ -178,7 +182,7 @@ def block_intervals(block: dict[str, Any], depth: int,
 
 
 @njit(cache=True)
-def _leaf_starts(depths, prefixes, depth):  # type: ignore[no-untyped-def]
+def _leaf_starts(depths: Counts, prefixes: CellIds, depth: int) -> tuple[Counts, bool]:
     """(each leaf's first cell at ``depth``, deeper leaves cut there; are they increasing)."""
     starts = np.empty(depths.size, np.int64)
     increasing = True
@@ -191,7 +195,8 @@ def _leaf_starts(depths, prefixes, depth):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _whole_densities(raw, floor, size, starts, depth):  # type: ignore[no-untyped-def]
+def _whole_densities(raw: Counts, floor: float, size: float, starts: Counts,
+                     depth: int) -> Floats:
     """:func:`block_intervals`' densities of integer counts on leaves that need no merge
     (``starts`` increasing): the float sum of whole counts is exact, the rest elementwise, so
     the same bytes as the numpy pass."""
@@ -228,7 +233,7 @@ def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
 
 
 @njit(cache=True)
-def _integer_mass_depth(counts, depths, share):  # type: ignore[no-untyped-def]
+def _integer_mass_depth(counts: Counts, depths: Counts, share: float) -> int:
     """:func:`mass_depth` of integer counts (the same comparisons, on exact integer sums)."""
     by_depth = np.zeros(depths.max() + 1 if depths.size else 1, np.int64)
     total = 0
@@ -259,7 +264,8 @@ def pooled_intervals(
         depth = min(max_depth, max(mass_depth(blk) for blk in blocks))
     starts, widths, densities = union_grid([block_intervals(blk, depth, floor)
                                             for blk in blocks], depth)
-    return depth, starts, widths, sum(densities), densities[-1]
+    # a sum of arrays is an array (sum's 0 is for an empty list; blocks is never empty)
+    return depth, starts, widths, sum(densities), densities[-1]  # type: ignore[return-value]
 
 
 def union_grid(parts: list[tuple[np.ndarray, np.ndarray]], depth: int
@@ -298,8 +304,9 @@ def fold_refined(shape: tuple[np.ndarray, np.ndarray], summary: dict[str, Any], 
 
 
 @njit(cache=True)
-def _fold(shape_starts, shape_density, leaf_starts, leaf_density, ref_starts,  # type: ignore[no-untyped-def]
-          ref_density, end):
+def _fold(shape_starts: Counts, shape_density: Floats, leaf_starts: Counts,
+          leaf_density: Floats, ref_starts: Counts, ref_density: Floats,
+          end: np.int64) -> tuple[Counts, Floats]:
     """:func:`fold_refined` on sorted distinct interval starts, in one compiled pass: the union
     grid by a three-way merge, then each grid interval's shape, leaf and reference."""
     grid = np.empty(shape_starts.size + leaf_starts.size + ref_starts.size, np.int64)

@@ -143,8 +143,11 @@ class OnlineSynthesizer:
         self.current_shape = current_shape
         self.privacy_unit = privacy_unit
         self._noise = KeyedNoise(key)
-        self.users = None if privacy_unit == "record" else UserLevel(  # privacy: P15
-            self.epsilon, max_contributions, max_contributions_per_step, self._noise)
+        self.users: UserLevel | None = None
+        if privacy_unit != "record":  # privacy: P15 (check_unit refused "user" without k)
+            assert max_contributions is not None
+            self.users = UserLevel(self.epsilon, max_contributions, max_contributions_per_step,
+                                   self._noise)
         record_epsilon = self.epsilon if self.users is None else self.users.record_epsilon
         self.clock = TickClock(epsilon=record_epsilon, release_every=release_every)
         self._mechanism: Mechanism = make_mechanism(

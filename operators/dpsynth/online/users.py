@@ -111,7 +111,7 @@ class UserLevel:
             raise SchemaError(f"users ({len(keys)} ids) must hold one id per point ({n})")
         return keys
 
-    def hash(self, users: Sequence[Any]) -> UserKeys:
+    def hash(self, users: Sequence[Any] | np.ndarray) -> UserKeys:
         """Keyed hashes of user ids (str, int or bytes; SchemaError naming a bad position)."""
         try:
             return self._hasher.hash_ids(users)

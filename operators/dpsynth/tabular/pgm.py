@@ -108,7 +108,8 @@ class PGMFit:
         if self.model.full:
             joint = np.asarray(fitted.project(self.names).datavector(), np.float64)
             joint = np.maximum(joint, 0.0)
-            return joint * (total / joint.sum())
+            scaled: np.ndarray = joint * (total / joint.sum())
+            return scaled
         targets = []
         for i, _ in measurements:
             a, b = self.model.workloads.pairs[i]

@@ -33,7 +33,8 @@ def em_probabilities(scores: np.ndarray, epsilon: float, sensitivity: float) -> 
         raise ConfigError("scores must be a non-empty 1-d array of finite numbers")
     logits = epsilon * (u - u.max()) / (2.0 * sensitivity)
     p = np.exp(logits)
-    return p / p.sum()
+    probabilities: np.ndarray = p / p.sum()
+    return probabilities
 
 
 def exponential_mechanism(

@@ -346,7 +346,7 @@ class TabularSynthesizer:
                 h = self._fit(h, measured, passes=self.fit_passes, rule=self.fit_rule)
                 history.append(h)
         if self.estimator == "alg3":
-            g = np.mean(history, axis=0)
+            g: np.ndarray = np.mean(history, axis=0)
             answers = self.model.answers(g)
             for i in open_:  # Alg 3 lines 17–19: unselected workloads take the model's value
                 self.remainders[i] = answers[i] - self.counters[i].value
@@ -380,7 +380,8 @@ class TabularSynthesizer:
             h = self._fit(h, measured, passes=self.fit_passes, rule=self.fit_rule)
             history.append(h)
         self.last_selected = [j for j, _ in measured]
-        return base + np.mean(history, axis=0)
+        weights: np.ndarray = base + np.mean(history, axis=0)
+        return weights
 
     def _fitter(self) -> Any:
         """This step's fit: ``model.fit`` (MW) or a fresh :class:`PGMFit` (no PGM state)."""

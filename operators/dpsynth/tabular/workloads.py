@@ -38,7 +38,8 @@ class Workloads:
     def cell_index(self, codes: np.ndarray, i: int) -> np.ndarray:
         """Cell of workload ``i`` of every row of ``codes``."""
         a, b = self.pairs[i]
-        return codes[:, a] * self.sizes[b] + codes[:, b]
+        cells: np.ndarray = codes[:, a] * self.sizes[b] + codes[:, b]
+        return cells
 
     def flat_index(self, codes: np.ndarray) -> np.ndarray:
         """(n, W) global cell indices (workload i's cells start at ``offsets[i]``)."""
