@@ -43,7 +43,7 @@ def _field(param: Param, *, by_engine: bool = False) -> tuple[Any, Any]:
     default = ... if default is REQUIRED else default
     if param.kind == "secret":
         return SecretStr | None, Field(default, alias=param.env, repr=False)
-    python = _PY[param.kind]
+    python: Any = _PY[param.kind]  # a type, or a union of types for pydantic
     if param.optional or default is None:
         python = python | None
     parse = param.parse if not (by_engine and param.engines) else (
@@ -97,6 +97,7 @@ def config_error(error: ValidationError, fixes: Mapping[str, str] | None = None,
     return ConfigError("; ".join(messages))
 
 
+# a model built at run time from the declarations is a dynamic base to mypy: misc
 class SynthesisSettings(_create_model(  # type: ignore[misc]
         "_SynthesisFields", __config__=ConfigDict(frozen=True, extra="ignore",
                                                    populate_by_name=True),

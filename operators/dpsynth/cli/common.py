@@ -94,12 +94,14 @@ class Source:
         valid records' users or None)."""
         for start in range(0, self.n, size):
             if self.records is None:
-                chunk = self.points[start:start + size]  # type: ignore[index]
+                assert self.points is not None  # n > 0: records or points
+                chunk = self.points[start:start + size]
                 users = None if self.users is None else self.users[start:start + size]
                 yield len(chunk), chunk, None, [], users
                 continue
             part = self.records[start:start + size]
-            schema: Schema = self.schema  # type: ignore[assignment]
+            schema = self.schema
+            assert schema is not None  # records come with their schema
             points, report, rejects, ids = (split_user_records(schema, part)
                                             if schema.user_column else
                                             (*schema.split_valid(part), None))
@@ -135,7 +137,7 @@ def read_table(path: Path, text_columns: tuple[str, ...] = ()
     CSV cells of ``text_columns`` (a user id column) stay text: ``007`` is not ``7.0``.
     """
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8-sig", newline="") as f:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
         text = f.read()
     if text.lstrip()[:1] in ("{", "["):
         records: list[Any] = []
@@ -197,7 +199,8 @@ def load_source(
         if source.records is not None:
             source.records = source.records[:limit]
         else:
-            source.points = source.points[:limit]  # type: ignore[index]
+            assert source.points is not None  # a source holds records or points
+            source.points = source.points[:limit]
             source.users = None if source.users is None else source.users[:limit]
         source.label += f", first {limit:,} records"
     return source

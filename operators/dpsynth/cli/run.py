@@ -145,7 +145,8 @@ def _feed_steps(synth: OnlineSynthesizer, source: Source, steps: TimeSteps, outp
     records = source.records or []
     bucket, rejects = steps.buckets(records)
     timed = np.flatnonzero(bucket >= 0)
-    schema: Schema = source.schema  # type: ignore[assignment]
+    schema = source.schema
+    assert schema is not None  # records come with their schema
     points, clips, bad, ids = (split_user_records(schema, [records[i] for i in timed])
                                if schema.user_column else
                                (*schema.split_valid([records[i] for i in timed]), None))

@@ -125,6 +125,7 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     console = Console()
     grid = time_steps(time_column, time_origin, time_period, time_end, neighbours,
                       library="TabularSynthesizer")
+    records: list[dict[str, Any]] = []  # read with --data (a time column needs them)
     if data is None:
         if grid is not None:
             raise click.UsageError("--time-column needs --data: the Adult data has no time")

@@ -105,11 +105,13 @@ def time_steps(column: str | None, origin: str | None, period: float | None,
         raise click.UsageError(
             "--neighbours add_remove needs --time-end: the number of steps must not depend on "
             "the latest record's time (a private value)")
-    values = {name: parse_time(v) for name, v in (("--time-origin", origin), ("--time-end", end))
-              if v is not None}
-    for name, value in values.items():
-        if value is None:
-            raise click.UsageError(f"{name} must be a number or an ISO 8601 time")
+    values: dict[str, float] = {}
+    for name, text in (("--time-origin", origin), ("--time-end", end)):
+        if text is not None:
+            value = parse_time(text)
+            if value is None:
+                raise click.UsageError(f"{name} must be a number or an ISO 8601 time")
+            values[name] = value
     if not (math.isfinite(period) and period > 0):
         raise click.UsageError("--time-period must be a number > 0 (in the column's unit; "
                                "seconds for ISO 8601 times)")

@@ -79,7 +79,8 @@ class ReleaseTracker:
         self.records = 0
 
     def add(
-        self, key: bytes | None, value: bytes, topic_partition: int = 0, offset: int = -1
+        self, key: bytes | None, value: bytes | None, topic_partition: int = 0,
+        offset: int = -1
     ) -> ReleaseEvent | None:
         """Take one record of the synthetic topic; return the release it completes, if new."""
         self.records += 1
@@ -200,9 +201,9 @@ class ReleaseConsumer:
             if message.error() is not None:
                 log.warning("synthetic topic read error: %s", message.error())
                 continue
-            event = self.tracker.add(
-                message.key(), message.value(), message.partition(), message.offset()
-            )
+            partition, offset = message.partition(), message.offset()
+            assert partition is not None and offset is not None  # set where there is no error
+            event = self.tracker.add(message.key(), message.value(), partition, offset)
             if event is not None:
                 out.append(event)
         return out

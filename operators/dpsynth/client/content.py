@@ -32,7 +32,7 @@ VALUES = {
 _RELEASE_KINDS = frozenset(("header", "chunk", "end"))
 #: The keys every dead letter carries, by its ``format`` (1: the whole payload in ``raw``; 2, since
 #: issue 15: bounded, its length, digest and an optional prefix — dpsynth.stream.codecs).
-_DEAD_LETTER_KEYS = {
+_DEAD_LETTER_KEYS: dict[object, frozenset[str]] = {  # by the record's "format" (any value)
     1: frozenset(("format", "topic", "partition", "offset", "reason", "raw")),
     2: frozenset(("format", "topic", "partition", "offset", "reason", "length", "sha256")),
 }
@@ -76,7 +76,9 @@ def classify(value: bytes | None) -> tuple[str, dict[str, Any] | None]:
 
 def release_summary(header: dict[str, Any]) -> dict[str, Any]:
     """The public parameters of a release header worth naming in a recording's header."""
-    metadata = header.get("metadata") if isinstance(header.get("metadata"), dict) else {}
+    metadata = header.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
     summary = {"format": header.get("format"), "d": header.get("d")}
     summary |= {k: metadata[k] for k in _RELEASE_METADATA if k in metadata}
     if "schedule" in summary:  # the release metadata's name for the mechanism (format 1)

@@ -153,11 +153,13 @@ class RecordingWriter:
             sink: IO[bytes] = self._raw
             compress = not path.endswith(".ndjson")
         else:
+            # a path-like "-" passes through too (and fails to write): IO[bytes] for the checker
             sink = sys.stdout.buffer if target == "-" else target  # type: ignore[assignment]
             compress = True
-        self._out: IO[bytes] = (gzip.GzipFile(fileobj=sink, mode="wb", filename="", mtime=0,
-                                              compresslevel=compresslevel)
-                                if compress else sink)
+        self._out: IO[bytes] | gzip.GzipFile = (
+            gzip.GzipFile(fileobj=sink, mode="wb", filename="", mtime=0,
+                          compresslevel=compresslevel)
+            if compress else sink)
         self._out.write(header.to_line())
 
     def write(self, record: TopicRecord) -> None:
@@ -178,7 +180,8 @@ class RecordingWriter:
             self._raw.flush()
             os.fsync(self._raw.fileno())
             self._raw.close()
-            os.replace(self._tmp, self._final)  # type: ignore[arg-type]
+            assert self._final is not None  # set with _raw
+            os.replace(self._tmp, self._final)
         return end
 
     def abort(self) -> None:
@@ -216,11 +219,14 @@ class RecordingReader:
                                      f"{e.strerror}") from None
             raw: IO[bytes] = self._owned
         else:
+            # a path-like "-" passes through too (and fails to read): IO[bytes] for the checker
             raw = sys.stdin.buffer if source == "-" else source  # type: ignore[assignment]
-        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+        # a stream with readinto, which IO[bytes] does not declare (a file, BytesIO, a socket's)
+        buffered = (raw if isinstance(raw, io.BufferedReader)
+                    else io.BufferedReader(raw))  # type: ignore[type-var]
         compressed = buffered.peek(2)[:2] == _GZIP_MAGIC
-        self._in: IO[bytes] = (gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
-                               if compressed else buffered)
+        self._in: IO[bytes] | gzip.GzipFile = (gzip.GzipFile(fileobj=buffered, mode="rb")
+                                               if compressed else buffered)
         self._rest = b""  # a line begun in the last chunk read
         self._line = 1
         self.end: RecordingEnd | None = None
@@ -303,7 +309,8 @@ class RecordingReader:
                                  "last the end line")
         if self._rest.strip() or self._in.read(256).strip():
             raise RecordingError(f"line {number}: the end line must be the last line")
-        end = RecordingEnd(body.get("records"), {int(p): n for p, n in per.items()})  # type: ignore[arg-type]
+        records: Any = body.get("records")  # any JSON value: compared with the count below
+        end = RecordingEnd(records, {int(p): n for p, n in per.items()})
         counts = self.counts
         if end.records != sum(counts.values()) or end.per_partition != dict(counts):
             raise RecordingError(f"line {number}: the end line counts {end.records} records, "

@@ -89,14 +89,16 @@ class ReleaseAssembler:
         """Keys of the releases begun but not yet complete, oldest first."""
         return tuple(self._pending)
 
-    def add(self, record: bytes) -> Release | None:
+    def add(self, record: bytes | None) -> Release | None:
         """Take one record; return the release it completes, else None (see the class policy)."""
         done = self.add_keyed(record)
         return None if done is None else done[1]
 
-    def add_keyed(self, record: bytes) -> tuple[ReleaseKey, Release] | None:
-        """As :meth:`add`, returning ``(key, release)`` so callers know whose release it is."""
+    def add_keyed(self, record: bytes | None) -> tuple[ReleaseKey, Release] | None:
+        """As :meth:`add`, returning ``(key, release)`` so callers know whose release it is.
+        A record that is not bytes (None: a Kafka tombstone) is refused as undecodable."""
         rec = unpack(record, "record")
+        assert record is not None  # unpack refused it
         key = key_of(rec, "record")
         if self._is_assembled(key):
             return None

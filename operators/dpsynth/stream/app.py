@@ -182,6 +182,8 @@ class InputService(Service):
 
 def create_app(config: WorkerConfig, *, sink: Sink | None = None) -> tuple[faust.App, Operator]:
     """The Faust app (web server, life cycle) and its :class:`Operator`, from ``config``."""
+    web_host: dict[str, Any] = ({"web_host": "127.0.0.1"} if config.web_bind.startswith("127.")
+                                else {})
     app = faust.App(
         config.app_id,
         broker=config.faust_broker(),
@@ -192,7 +194,7 @@ def create_app(config: WorkerConfig, *, sink: Sink | None = None) -> tuple[faust
         web_enabled=True,
         web_port=config.web_port,
         web_bind=config.web_bind,
-        **({"web_host": "127.0.0.1"} if config.web_bind.startswith("127.") else {}),
+        **web_host,
     )
     # the input is our own consumer (intake.py): Faust's consumer and producer stay off
     app.boot_strategy = BootStrategy(app, enable_kafka=False)

@@ -219,8 +219,10 @@ class InputLoop:
                 self._on_error(err)
                 continue
             kind, ts = m.timestamp()
-            by_partition.setdefault(m.partition(), []).append(InputMessage(
-                offset=m.offset(), value=m.value(), timestamp_ms=ts if kind else None,
+            partition, offset = m.partition(), m.offset()
+            assert partition is not None and offset is not None  # set where there is no error
+            by_partition.setdefault(partition, []).append(InputMessage(
+                offset=offset, value=m.value(), timestamp_ms=ts if kind else None,
                 received=received, key=m.key()))
         if by_partition:
             self._commit_offsets(self.operator.handle(by_partition))
@@ -250,7 +252,10 @@ class InputLoop:
         if not moved:
             return
         try:
-            consumer.commit(offsets=moved, asynchronous=not sync)
+            if sync:  # (two calls: the stubs type the result by the literal flag)
+                consumer.commit(offsets=moved, asynchronous=False)
+            else:
+                consumer.commit(offsets=moved, asynchronous=True)
         except KafkaException as e:
             # not fatal: the state holds the watermark, and an owner skips what it covers
             log.warning("input offsets not committed (%s); the state's watermark covers them",

@@ -15,6 +15,8 @@ itself, not of the synthetic topic.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -66,6 +68,7 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
+_Kind = TypeVar("_Kind", Counter, Gauge, Histogram)
 
 
 class Metrics:
@@ -79,22 +82,23 @@ class Metrics:
             self._metrics[name] = _KINDS[kind](f"dpsynth_{name}", help_text, ["partition"],
                                                registry=self.registry, **extra)
 
-    def _metric(self, name: str, kind: str) -> Counter | Gauge | Histogram:
-        if METRICS.get(name, ("", ""))[0] != kind:
-            raise KeyError(f"metric {name!r} is not a declared {kind}")
-        return self._metrics[name]
+    def _metric(self, name: str, kind: type[_Kind]) -> _Kind:
+        metric = self._metrics.get(name)
+        if not isinstance(metric, kind):
+            raise KeyError(f"metric {name!r} is not a declared {kind.__name__.lower()}")
+        return metric
 
     def inc(self, name: str, partition: int, value: float = 1) -> None:
         """Add ``value`` to a counter."""
-        self._metric(name, "counter").labels(str(partition)).inc(value)
+        self._metric(name, Counter).labels(str(partition)).inc(value)
 
     def set(self, name: str, partition: int, value: float) -> None:
         """Set a gauge."""
-        self._metric(name, "gauge").labels(str(partition)).set(value)
+        self._metric(name, Gauge).labels(str(partition)).set(value)
 
     def observe(self, name: str, partition: int, value: float) -> None:
         """Add one observation to a histogram."""
-        self._metric(name, "histogram").labels(str(partition)).observe(value)
+        self._metric(name, Histogram).labels(str(partition)).observe(value)
 
     def get(self, name: str, partition: int) -> float:
         """Current value of a counter or gauge (0 if never set)."""

@@ -70,12 +70,14 @@ def make_replay(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) 
                         if err.code() == KafkaError._PARTITION_EOF:
                             return
                         raise KafkaException(err)
-                    if m.offset() >= end:
+                    offset = m.offset()
+                    assert offset is not None  # a message without error has its offset
+                    if offset >= end:
                         return
                     deadline = time.monotonic() + timeout_s
                     kind, ts = m.timestamp()
                     yield InputMessage(
-                        offset=m.offset(), value=m.value(),
+                        offset=offset, value=m.value(),
                         timestamp_ms=ts if kind else None, received=time.monotonic(),
                         key=m.key(),
                     )

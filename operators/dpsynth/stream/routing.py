@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from numba import njit
+from numpy.typing import NDArray
 
 from dpsynth.bounding import split_user_records
 from dpsynth.schema import ClipReport, Schema
@@ -102,7 +103,7 @@ class UserRouting:
     def refusals(self, keys: Sequence[bytes | None]) -> list[str | None]:
         """Why each message may not be counted here (None: it may)."""
         keyed = [i for i, key in enumerate(keys) if key is not None]
-        owners = partitions_of([keys[i] for i in keyed], self.partitions)  # type: ignore[misc]
+        owners = partitions_of([key for key in keys if key is not None], self.partitions)
         out: list[str | None] = [_NO_KEY] * len(keys)
         for i, owner in zip(keyed, owners.tolist(), strict=True):
             out[i] = None if owner == self.partition else (
@@ -136,12 +137,14 @@ class UserRouting:
 
         batch = split_messages(values, check, refused)
         owners = np.repeat(np.arange(len(values)), batch.valid_per_message)
+        # rows come only from messages with a key (refusals() refused the others): bytes
         batch.users = [keys[m] for m in owners.tolist()]  # type: ignore[misc]
         return batch
 
 
 @njit(cache=True)
-def _murmur2_many(buf, offsets, out):  # type: ignore[no-untyped-def]
+def _murmur2_many(buf: NDArray[np.uint8], offsets: NDArray[np.int64],
+                  out: NDArray[np.int64]) -> None:
     """:func:`murmur2` of buf[offsets[i]:offsets[i+1]] for every i (32-bit words in uint64)."""
     m32 = np.uint64(0xFFFFFFFF)
     m = np.uint64(0x5BD1E995)

@@ -72,13 +72,16 @@ def _tail(bootstrap_servers: str, topic: str, records: int,
         deadline = time.monotonic() + timeout_s
         while ends and time.monotonic() < deadline:
             for m in consumer.consume(5000, timeout=0.5):
-                if m.error() is not None:
-                    if m.error().code() != KafkaError._PARTITION_EOF:
-                        raise KafkaException(m.error())
+                err = m.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(err)
                     ends.pop(m.partition(), None)
                     continue
                 yield m.key(), m.value()
-                if m.offset() + 1 >= ends.get(m.partition(), 0):
+                offset = m.offset()
+                assert offset is not None  # a message without error has its offset
+                if offset + 1 >= ends.get(m.partition(), 0):
                     ends.pop(m.partition(), None)
         if ends:
             raise ConfigError(f"DPSYNTH_OUTPUT_TOPIC ({topic!r}): its tail could not be read "

@@ -10,6 +10,7 @@ protocol needs before it commits state; and per-partition order with retries is 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
@@ -50,7 +51,7 @@ class KafkaSink:
 
     def send(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
         """Queue one record (to ``partition``, or by key); waits while the queue is full."""
-        where = {} if partition is None else {"partition": partition}
+        where: dict[str, Any] = {} if partition is None else {"partition": partition}
         while True:
             try:
                 self._producer.produce(topic, value=value, key=key, on_delivery=self._on_delivery,

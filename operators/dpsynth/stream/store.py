@@ -298,7 +298,8 @@ class PartitionStore:
     def load_users(self, limit: int) -> UserCounts | None:
         """Every stored user's counts, or None when there are more than ``limit`` (then the
         bounds read users one batch at a time, :meth:`read_users`)."""
-        keys, values = [], []
+        keys: list[bytes] = []
+        values: list[bytes] = []
         iterator = self._db.iter()
         iterator.seek(_USER)
         while iterator.valid() and iterator.key().startswith(_USER):
@@ -313,9 +314,10 @@ class PartitionStore:
     def read_users(self, keys: UserKeys) -> UserCounts:
         """The stored counts of ``keys`` (count 0: not stored): the contribution bounds'
         resolver (:class:`~dpsynth.bounding.ContributionBounds`). One multi-get."""
-        raw = self._db[_user_keys(keys, _USER)]
+        # a multi-get: a list of keys gives a list of values (rocksdict's stub has one signature)
+        raw: list[bytes | None] = self._db[_user_keys(keys, _USER)]  # type: ignore[index, assignment]
         found = [i for i, value in enumerate(raw) if value is not None]
-        return self._parse_users(keys, found, [raw[i] for i in found])
+        return self._parse_users(keys, found, [value for value in raw if value is not None])
 
     def _parse_users(self, keys: UserKeys, found: list[int], raw: list[bytes]) -> UserCounts:
         """UserCounts of ``keys`` from the stored values of those at ``found``."""
@@ -337,7 +339,8 @@ class PartitionStore:
 
     def close(self) -> None:
         """Close the database (idempotent); committed batches are already in its log."""
-        db, self._db = getattr(self, "_db", None), None
+        db = getattr(self, "_db", None)
+        self._db = None  # type: ignore[assignment]  # closed: no method runs after close()
         if db is not None:
             db.close()
 

@@ -98,7 +98,7 @@ def produce_messages(
 
     n = 0
     for partition, value, *key in messages:
-        where = {} if partition is None else {"partition": partition}
+        where: dict[str, Any] = {} if partition is None else {"partition": partition}
         while True:
             try:
                 producer.produce(topic, value=value, key=key[0] if key else None,
