@@ -35,6 +35,7 @@ demo: run
 lint: install
 	$(VENV)/bin/ruff check operators tests benchmarks
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 # The suite runs in PYTEST_WORKERS processes (pytest-xdist): much of it waits on brokers and
 # workers, so three processes keep two cores busy. One broker serves them all (tests/conftest.py).
