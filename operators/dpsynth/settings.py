@@ -155,6 +155,7 @@ def bootstrap_of(broker: str) -> str:
     return ",".join(p.split("://", 1)[1] if "://" in p else p for p in parts)
 
 
+# a dynamic base to mypy, as above: misc
 class WorkerSettings(_create_model(  # type: ignore[misc]
         "_WorkerFields", __base__=(SynthesisSettings, BaseSettings),
         **_fields([p for p in SHARED if p.engines], by_engine=True), **_fields(WORKER_ONLY))):
