@@ -135,7 +135,7 @@ class ViewState:
         d = shown[0][1].release.d if shown else (self.schema.d if self.schema else 2)
         columns = self._columns(d)
         axes = self._axes(columns)
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         for (_, partition), item in shown:
             if item.heat is None:
                 item.heat = self._heat(item.release, columns, axes)
