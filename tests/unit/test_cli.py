@@ -285,7 +285,7 @@ def test_ndjson_without_schema_is_refused(tmp_path: Path, no_env_key: None) -> N
     for command, out in (("run", tmp_path / "run"), ("offline", tmp_path / "s.csv")):
         result = CliRunner().invoke(main, [command, "--input", str(tmp_path / "points.ndjson"),
                                            "--out", str(out)])
-        assert result.exit_code == 2 and "--schema" in result.output
+        assert result.exit_code == 1 and "--schema" in result.output
         assert not out.exists()
 
 

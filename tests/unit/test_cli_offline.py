@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from dpsynth.cli import KEY_ENV, KEY_FILE_ENV, main
+from dpsynth.keybinding import STATE_DIR_ENV
 from dpsynth.offline.pmm import pmm_synthesize
 from dpsynth.offline.psmm import psmm_synthesize
 from dpsynth.release import read_release_file
@@ -82,8 +83,10 @@ def test_offline_writes_records_in_units_and_metadata(
         assert np.allclose(units, values)
 
 
-def test_same_key_gives_identical_files(inputs: tuple[Path, Path], tmp_path: Path) -> None:
-    for method in ("pmm", "psmm", "lowdim"):
+def test_same_key_gives_identical_files(inputs: tuple[Path, Path], tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    for method in ("pmm", "psmm", "lowdim"):  # one key per method (P13): a state dir each
+        monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / f"state-{method}"))
         a, b = tmp_path / f"a-{method}.ndjson", tmp_path / f"b-{method}.ndjson"
         _offline(inputs, a, "--mechanism", method)
         _offline(inputs, b, "--mechanism", method)

@@ -60,10 +60,10 @@ def test_P15_the_schema_may_declare_the_user_column(tmp_path: Path) -> None:
                         "user", "--max-contributions", "2", "--release-every", "100",
                         "--out", str(tmp_path / "out"))
     assert code == 0, output
-    assert "600 records accepted" in output
+    assert "1,500 read, 600 accepted" in output  # diagnostics (standard error)
     code, output = _run("--input", str(data), "--schema", str(schema), "--release-every",
                         "100", "--out", str(tmp_path / "rec"))  # record unit: column ignored
-    assert code == 0 and "1,500 records accepted" in output
+    assert code == 0 and "1,500 read, 1,500 accepted" in output
 
 
 def test_P15_user_level_add_remove_steps_from_a_time_column(tmp_path: Path) -> None:

@@ -161,7 +161,7 @@ def test_bootstrap_forms():
     assert repr(NoiseKey(bytes(32))).startswith("NoiseKey(fingerprint=")
 
 
-def test_worker_command_exits_2_with_the_fix(env, monkeypatch):
+def test_worker_command_exits_1_with_the_fix(env, monkeypatch):
     from click.testing import CliRunner
 
     from dpsynth.cli.worker import worker
@@ -174,7 +174,7 @@ def test_worker_command_exits_2_with_the_fix(env, monkeypatch):
     monkeypatch.delenv("DPSYNTH_NOISE_KEY", raising=False)
     monkeypatch.delenv("DPSYNTH_NOISE_KEY_FILE", raising=False)
     result = CliRunner().invoke(worker, [])
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert "DPSYNTH_NOISE_KEY is not set: set it to 64 hex characters" in result.output
 
 

@@ -45,15 +45,23 @@ public fingerprint (:meth:`KeyedNoise.fingerprint`).
 
 The summary, the plots and ``dpsynth eval`` compare releases with the raw input: they are
 evaluation artefacts, not private, and must not be published. Only the releases are ε-DP.
+Standard output carries only what the run's notion makes public (settings, the key's
+fingerprint, release counts and sizes, paths); counts of the raw input, rejection reasons,
+clipping and evaluation go to standard error, labelled as operator diagnostics.
+
+Exit status: one table for every command (:mod:`dpsynth.cli.errors`, docs/cli.md).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import traceback
 from typing import Any
 
 import click
 
+from dpsynth.cli.errors import EXIT_STATUS_HELP, RuntimeFailure
 from dpsynth.keys import DEMO_KEY, KEY_ENV, KEY_FILE_ENV
 
 __all__ = ["DEMO_KEY", "KEY_ENV", "KEY_FILE_ENV", "main"]
@@ -96,8 +104,20 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl([(name, text) for name, (_, _, text) in COMMANDS.items()])
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; an exception none of them handles is exit status 3, traceback shown."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
+                SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            traceback.print_exc(file=sys.stderr)
+            raise RuntimeFailure(f"internal error ({type(e).__name__}); this is a bug: please "
+                                 "report it with the traceback above") from None
 
-@click.group(cls=LazyGroup)
+
+@click.group(cls=LazyGroup, epilog=EXIT_STATUS_HELP)
 @click.version_option(package_name="dpsynth")
 def main() -> None:
     """dpsynth: differentially private synthetic data streams (He–Vershynin–Zhu)."""

@@ -47,14 +47,20 @@ from dpsynth.audit.inputs import PER_STEP, AuditInput, point_input, table_input
 from dpsynth.audit.measures import release_statistics, table_statistics
 from dpsynth.audit.runner import audit_entry, audit_keys, false_alarm_note, markdown_table
 from dpsynth.audit.stats import ALPHA
+from dpsynth.keybinding import STATE_DIR_ENV
 from dpsynth.keys import KEY_ENV, KEY_FILE_ENV
 from dpsynth.release import decode_tabular_release, read_release_file, read_release_records
 
 
 def _invoke(command: click.Command, args: Sequence[str], key: bytes) -> int:
-    """Run a command as a user would, with ``key`` as the run's key; its exit code."""
-    env = {KEY_ENV: key.hex(), KEY_FILE_ENV: None}
-    return CliRunner().invoke(command, list(args), env=env).exit_code
+    """Run a command as a user would, with ``key`` as the run's key; its exit code.
+
+    Each run binds its key in a fresh state directory: the audit runs one key over
+    neighbouring inputs on purpose, which the binding (P13) refuses across runs.
+    """
+    with tempfile.TemporaryDirectory(prefix="dpsynth-audit-state-") as state:
+        env = {KEY_ENV: key.hex(), KEY_FILE_ENV: None, STATE_DIR_ENV: state}
+        return CliRunner().invoke(command, list(args), env=env).exit_code
 
 
 def _write_points(path: Path, data: AuditInput) -> tuple[Path, Path]:

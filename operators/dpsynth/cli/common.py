@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from rich.console import Console
 
 from dpsynth import datasets
 from dpsynth.bounding import split_user_records
+from dpsynth.cli.errors import InputError
 from dpsynth.errors import ConfigError
+from dpsynth.keybinding import STATE_DIR_ENV, KeyUse, bind_key, state_dir
 from dpsynth.keys import NoiseKey, load_noise_key
 from dpsynth.schema import ClipReport, Column, Schema
 from dpsynth.settings import SynthesisSettings, option_name
@@ -35,12 +38,12 @@ RUN_POINTS = 20_000
 def resolve_key() -> NoiseKey:
     """The run's noise key (:func:`dpsynth.keys.load_noise_key`), the public demo key if unset.
 
-    Errors name the variable and the fix and never echo the key.
+    Errors (exit status 1) name the variable and the fix and never echo the key.
     """
     try:
         return load_noise_key(allow_demo=True)
     except ConfigError as e:
-        raise click.UsageError(str(e)) from None
+        raise InputError(str(e)) from None
 
 
 def print_key(console: Console, key: NoiseKey) -> None:
@@ -49,6 +52,33 @@ def print_key(console: Console, key: NoiseKey) -> None:
         console.print(f"[bold yellow]WARNING[/]: noise key is the {key.label()}")
     else:
         console.print(f"noise key: {key.label()}")
+
+
+def bind_key_to_input(key: NoiseKey, what: str, source_identity: dict[str, Any],
+                      params: dict[str, Any], not_settings: tuple[str, ...]) -> None:
+    """Bind ``key`` to this run's input and settings, or stop (exit status 1) naming the fix.
+
+    ``params`` are the command's options; those in ``not_settings`` (where outputs go, what is
+    evaluated, the input's own options, already in ``source_identity``) do not shape the
+    releases. A file named by a setting (a schema, a domain) counts by its bytes. docs/privacy.md
+    P13; a state directory that cannot be written is warned about, not fatal.
+    """
+    settings = {name: file_digest(value) if isinstance(value, Path) and value.is_file()
+                else value for name, value in params.items() if name not in not_settings}
+    try:
+        bind_key(key, KeyUse(what, source_identity, settings))
+    except ConfigError as e:
+        raise InputError(str(e)) from None
+    except OSError as e:
+        stderr_console().print(
+            f"[bold yellow]WARNING[/]: the key's binding to its input could not be recorded in "
+            f"{state_dir()} ({e.strerror}); set {STATE_DIR_ENV} to a writable directory, or "
+            "this key is not checked against reuse over another input (docs/privacy.md P13)")
+
+
+def stderr_console() -> Console:
+    """The console of operator diagnostics, warnings and progress: standard error."""
+    return Console(stderr=True)
 
 
 def figure(width: float, height: float) -> Any:
@@ -70,6 +100,10 @@ class Source:
 
     label: str
     names: tuple[str, ...]
+    #: What the run reads, for the key's binding to its input (docs/privacy.md P13).
+    identity: dict[str, Any] = field(default_factory=dict)
+    #: Loud warnings about how the input is read (standard error).
+    warnings: list[str] = field(default_factory=list)
     schema: Schema | None = None  # maps ``records`` to [0,1]^d
     records: list[Any] | None = None
     points: np.ndarray | None = None  # already in [0,1]^d
@@ -135,10 +169,22 @@ def read_table(path: Path, text_columns: tuple[str, ...] = ()
     """(records, the CSV header's column names, or None for NDJSON) of ``path``.
 
     CSV cells of ``text_columns`` (a user id column) stay text: ``007`` is not ``7.0``.
+    A file that cannot be read or decoded is :class:`InputError` (exit status 1) naming it.
     """
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
-        text = f.read()
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
+            text = f.read()
+        return _parse_table(text, text_columns)
+    except (OSError, UnicodeDecodeError, EOFError, csv.Error) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise InputError(f"{path} cannot be read as CSV or NDJSON ({type(e).__name__}: "
+                         f"{reason}); give a UTF-8 CSV file with a header, or NDJSON "
+                         "(.gz allowed)") from None
+
+
+def _parse_table(text: str, text_columns: tuple[str, ...]
+                 ) -> tuple[list[Any], tuple[str, ...] | None]:
     if text.lstrip()[:1] in ("{", "["):
         records: list[Any] = []
         for line in text.splitlines():
@@ -167,6 +213,7 @@ def load_source(
     """
     if input_path is not None and dataset is not None:
         raise click.UsageError("give either --input or --dataset, not both")
+    selection = {"limit": limit}
     if schema_path is not None and input_path is None:
         raise click.UsageError("--schema maps the columns of an --input file; add --input FILE")
     if time_column is not None and input_path is None:
@@ -175,21 +222,25 @@ def load_source(
     by_user = units is not None and units.privacy_unit == "user"
     if input_path is not None:
         source = _file_source(input_path, schema_path, time_column, units)
+        source.identity = {"file": file_digest(input_path), **selection}
     elif dataset == "gowalla":
         path = datasets.gowalla_path()
         if not path.is_file():
-            raise click.UsageError(
+            raise InputError(
                 f"dataset gowalla: {path} is missing; set {datasets.DATA_DIR_ENV} to the folder "
                 "holding gowalla_nyc/ (../shared/data), or pass --input FILE"
             )
         xy, users = datasets.load_gowalla_users(path)
         source = Source(f"Gowalla NYC check-ins ({path}), time order, lon/lat scaled to [0,1]",
-                        ("x (lon)", "y (lat)"), points=xy, users=users if by_user else None)
+                        ("x (lon)", "y (lat)"), points=xy, users=users if by_user else None,
+                        identity={"dataset": "gowalla", "file": file_digest(path), **selection})
     else:
         source = Source(
             f"generated stream: {points:,} points, 4 drifting Gaussian blobs (seed {seed})",
             ("x", "y"), points=datasets.drifting_blobs(points, seed),
-            users=datasets.demo_users(points, seed) if by_user else None)
+            users=datasets.demo_users(points, seed) if by_user else None,
+            identity={"generated": "drifting_blobs", "points": points, "seed": seed,
+                      **selection})
         if by_user:
             source.label += f", {max(points // 20, 1):,} generated users (heavy-tailed)"
     if source.records is None and units is not None and units.user_column:
@@ -214,30 +265,63 @@ def _file_source(path: Path, schema_path: Path | None, time_column: str | None =
     ``--schema`` every column named in the CSV header is a coordinate in [0,1], and a row whose
     value does not parse as a number there is rejected (dead-lettered), never a column dropped.
     NDJSON has no header, so it needs ``--schema``.
+
+    Every failure here is decided by the options and the file's header alone (exit status 1),
+    never by how many records there are or what they hold: under add/remove the exit status
+    is part of what a run shows (docs/privacy.md P11).
     """
-    declared = Schema.from_json_file(schema_path) if schema_path is not None else None
+    try:
+        declared = Schema.from_json_file(schema_path) if schema_path is not None else None
+    except OSError as e:
+        raise InputError(f"{schema_path} cannot be read ({e.strerror})") from None
     column = (units.user_column or (declared.user_column if declared else None)
               if units is not None and units.privacy_unit == "user" else None)
     records, header = read_table(path, (column,) if column else ())
     if declared is not None:
         schema = _user_schema(declared, units)
-        label = f"{path} ({len(records):,} records), schema {schema_path}"
+        if header is not None:  # NDJSON names no columns up front: a missing field rejects
+            needed = [*schema.names, *(c for c in (schema.user_column, time_column) if c)]
+            missing = [name for name in needed if name not in header]
+            if missing:
+                raise InputError(
+                    f"{path}: the CSV header ({', '.join(header) or 'empty'}) has no column "
+                    f"{', '.join(map(repr, missing))} named by --schema {schema_path}"
+                    f"{' or --time-column' if time_column in missing else ''}; fix the "
+                    "schema's column names or the header")
+        label = f"{path}, schema {schema_path}"
         return Source(label, schema.names, schema=schema, records=records, units=schema)
     if header is None:
-        raise click.UsageError(
+        raise InputError(
             f"{path} is NDJSON, which names no columns up front; pass --schema FILE to declare "
-            "the columns and their bounds (schemas/example-schema.json shows the format)"
+            "the columns and their bounds (examples/points.schema.json shows the format)"
         )
     for option, name in (("--time-column", time_column), ("--user-column", column)):
         if name is not None and name not in header:
-            raise click.UsageError(f"{option} {name!r} is not a column of {path}")
+            raise InputError(f"{option} {name!r} is not a column of {path} (its header: "
+                             f"{', '.join(header)})")
         header = tuple(h for h in header if h != name)
     if not header:
-        raise click.UsageError(f"{path} has no CSV header; pass --schema FILE")
+        raise InputError(f"{path} has no CSV header naming a coordinate; write one, or pass "
+                         "--schema FILE")
     schema = _user_schema(Schema(tuple(Column(name, 0.0, 1.0) for name in header)), units)
-    label = (f"{path} ({len(records):,} records), header columns {', '.join(header)} taken as "
-             "coordinates in [0,1] (no --schema; a row that does not parse is rejected)")
-    return Source(label, header, schema=schema, records=records)
+    label = f"{path}, header columns {', '.join(header)} as coordinates in [0, 1] (no --schema)"
+    warning = (f"WARNING: no --schema: the header's columns {', '.join(header)} are taken as "
+               "coordinates in [0, 1]; values outside are clipped to 0 or 1 and a value that "
+               "is not a number rejects its row. Declare each column's bounds with --schema "
+               "FILE (examples/points.schema.json shows the format).")
+    return Source(label, header, schema=schema, records=records, warnings=[warning])
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes (what a run read, for the key's binding: P13)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as e:
+        raise InputError(f"{path} cannot be read ({e.strerror})") from None
+    return digest.hexdigest()
 
 
 def _user_schema(schema: Schema, units: SynthesisSettings | None) -> Schema:

@@ -15,7 +15,11 @@ side:
     by ``dpsynth inspect``; lowdim's points do not live on the tree of [0,1]^d, so it has none.
 
 Only these three files are private outputs. The input size is written to the metadata only
-under replacement neighbours, where it is public.
+under replacement neighbours, where it is public; the counts of the input and the rejection
+reasons go to standard error as operator diagnostics. Under add/remove a file without a valid
+record still gets its synthetic copy (exit status 0: the count is private); under replacement
+it is refused (exit status 1). An ``OUT.release.bin`` of an earlier run that this method does
+not write (lowdim) is removed.
 """
 
 from __future__ import annotations
@@ -29,9 +33,16 @@ import click
 import numpy as np
 from rich.console import Console
 
-from dpsynth.cli.common import load_source, print_key, resolve_key
-from dpsynth.cli.errors import fail_on_dpsynth_error
+from dpsynth.cli.common import (
+    bind_key_to_input,
+    load_source,
+    print_key,
+    resolve_key,
+    stderr_console,
+)
+from dpsynth.cli.errors import EXIT_STATUS_HELP, InputError, fail_on_dpsynth_error
 from dpsynth.cli.options import declared_options
+from dpsynth.cli.outputs import Diagnostics
 from dpsynth.noise import KeyedNoise
 from dpsynth.offline.lowdim import lowdim_release
 from dpsynth.offline.pmm import pmm_leaves
@@ -80,7 +91,7 @@ def write_records(path: Path, schema: Schema, unit_points: np.ndarray) -> None:
             f.writelines(json.dumps(r) + "\n" for r in records)
 
 
-@click.command(name="offline")
+@click.command(name="offline", epilog=EXIT_STATUS_HELP)
 @click.option("--input", "input_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="CSV with a header, or NDJSON of objects (.gz allowed).")
@@ -100,14 +111,24 @@ def offline(input_path: Path, schema_path: Path | None, offline_mechanism: str, 
     method = offline_mechanism
     if out.suffix not in CSV_SUFFIXES + NDJSON_SUFFIXES:
         raise click.UsageError(f"--out ({out.name}) must end in .csv, .ndjson or .jsonl")
-    console = Console()
+    console, err = Console(highlight=False), stderr_console()
     noise_key = resolve_key()
-    print_key(console, noise_key)
     key = noise_key.reveal()
     source = load_source(input_path, schema_path, None, 1, 0, limit)
-    points = source.valid_points()
-    if len(points) == 0:
-        raise click.UsageError(f"{input_path} has no valid records for the schema")
+    print_key(console, noise_key)
+    for warning in source.warnings:
+        err.print(f"[bold yellow]{warning}[/]", highlight=False)
+    diagnostics = Diagnostics(read=source.n)
+    parts = []
+    for _, batch, report, rejects, _ in source.batches(50_000):
+        parts.append(batch)
+        diagnostics.reject(reason for _, reason in rejects)
+        diagnostics.clip(report)
+    points = np.concatenate(parts) if parts else np.zeros((0, source.d))
+    diagnostics.accepted = len(points)
+    diagnostics.print(err)
+    if len(points) == 0 and neighbours == "replace":  # the count is public under replacement
+        raise InputError(f"{input_path} has no valid record for the schema (reasons above)")
     schema = source.units or source.schema
     assert schema is not None
     params: dict[str, Any] = {}
@@ -119,6 +140,9 @@ def offline(input_path: Path, schema_path: Path | None, offline_mechanism: str, 
     else:
         release = _release_of(method, points, epsilon, key, neighbours, max_depth)
         synthetic = release.points
+    bind_key_to_input(noise_key, f"dpsynth offline over {source.label}", source.identity,
+                      click.get_current_context().params,
+                      ("input_path", "limit", "out"))  # privacy: P13 (one key, one input)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_records(out, schema, synthetic)
     meta: dict[str, Any] = {
@@ -135,6 +159,8 @@ def offline(input_path: Path, schema_path: Path | None, offline_mechanism: str, 
         write_release_file(release_path, encode_release(
             release, run_id=f"snapshot-{method}", partition=0, sequence=0))
         meta["release_file"] = release_path.name
+    else:  # an earlier pmm/psmm copy's release must not stand beside this one
+        out.with_name(out.name + ".release.bin").unlink(missing_ok=True)
     meta_path = out.with_name(out.name + ".meta.json")
     meta_path.write_text(json.dumps(meta, indent=2, default=float) + "\n")
     console.print(f"{method}: {len(synthetic):,} synthetic records (ε = {epsilon:g}, "

@@ -23,15 +23,27 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
-from dpsynth.cli.errors import fail_on_dpsynth_error
+from dpsynth.cli.errors import EXIT_STATUS_HELP, InputError, fail_on_dpsynth_error
 from dpsynth.cli.options import declared_options
+from dpsynth.cli.outputs import Diagnostics, prepare_out_dir
 from dpsynth.cli.timesteps import TimeSteps, time_options, time_steps
 from dpsynth.contract import feed
 from dpsynth.datasets import DATA_DIR_ENV, adult_dir, load_adult, make_stream
+from dpsynth.errors import ConfigError
 from dpsynth.release import encode_tabular_release
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.metrics import L1_METRICS, METRICS, step_metrics
 from dpsynth.tabular.synthesizer import TabularSynthesizer
+
+#: What ``tabular run`` writes under ``--out`` (a reused directory is emptied of these first).
+TABULAR_OUTPUTS = ("release-*.tabular", "synthetic-last.csv", "release-metadata.json",
+                   "errors.csv", "errors.png")
+#: Options that do not shape the releases (or name the input, bound as the input instead).
+NOT_SETTINGS = ("data", "out", "report", "write_every")
+#: The workload errors ``tabular run`` prints (paper 003 §7.3; docs/tabular.md T12).
+METRIC_LEGEND = ("AvgWE/MaxWE: mean/largest over the 2-way workloads of the mean absolute "
+                 "error of the normalised answers; AvgRelWE/MaxRelWE: the same for the error "
+                 "relative to the true answer, over the cells the true table holds")
 
 
 @click.group()
@@ -39,31 +51,47 @@ def tabular() -> None:
     """Synthetic tables over a finite domain (paper 003: select–measure–fit, Alg 3)."""
 
 
-def _read_csv(path: Path) -> list[dict[str, Any]]:
-    """The rows of a CSV file with a header (an unnamed first column is ignored)."""
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+def _read_csv(path: Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """The rows of a CSV file with a header (an unnamed first column is ignored), and the
+    header's names; a file that cannot be read is an input error (exit status 1)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            return list(reader), tuple(name for name in (reader.fieldnames or ()) if name)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise InputError(f"{path} cannot be read as CSV ({type(e).__name__}: {reason}); give "
+                         "a UTF-8 CSV file with a header") from None
 
 
-def _encode(records: list[dict[str, Any]], domain: Domain) -> np.ndarray:
-    """Codes of the valid records, in order; the invalid ones are skipped with a note."""
+def _check_header(path: Path, header: tuple[str, ...], domain: Domain,
+                  time_column: str | None) -> None:
+    """Every attribute of the domain (and the time column) is a column of the header."""
+    needed = [*domain.attributes, *([time_column] if time_column else [])]
+    missing = [name for name in needed if name not in header]
+    if missing:
+        raise InputError(f"{path}: the CSV header ({', '.join(header) or 'empty'}) has no "
+                         f"column {', '.join(map(repr, missing))} named by the domain"
+                         f"{' or --time-column' if time_column in missing else ''}; fix the "
+                         "domain's attribute names or the header")
+
+
+def _encode(records: list[dict[str, Any]], domain: Domain,
+            diagnostics: Diagnostics) -> np.ndarray:
+    """Codes of the valid records, in order; the invalid ones are counted by reason."""
     codes, reasons = domain.encode(records)
-    bad = [r for r in reasons if r is not None]
-    if bad:
-        click.echo(f"skipped {len(bad)} invalid records (first reason: {bad[0]})", err=True)
+    diagnostics.reject(r for r in reasons if r is not None)
     return codes
 
 
 def _timed_batches(records: list[dict[str, Any]], domain: Domain,
-                   steps: TimeSteps) -> list[np.ndarray]:
+                   steps: TimeSteps, diagnostics: Diagnostics) -> list[np.ndarray]:
     """One batch per declared time step (public time, P11): its valid records in file order."""
     bucket, rejects = steps.buckets(records)
     timed = [i for i in range(len(records)) if bucket[i] >= 0]
     codes, reasons = domain.encode([records[i] for i in timed])
     valid = np.array([timed[j] for j, r in enumerate(reasons) if r is None], np.int64)
-    bad = [r for _, r in rejects] + [r for r in reasons if r is not None]
-    if bad:
-        click.echo(f"skipped {len(bad)} invalid records (first reason: {bad[0]})", err=True)
+    diagnostics.reject([r for _, r in rejects] + [r for r in reasons if r is not None])
     step_of = bucket[valid] if valid.size else np.zeros(0, np.int64)
     n_steps = steps.n_steps(step_of)  # privacy: P11 (declared, never counted)
     return [codes[step_of == k] for k in range(n_steps)]
@@ -87,7 +115,7 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-@tabular.command()
+@tabular.command(epilog=EXIT_STATUS_HELP)
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="CSV of records (default: the shared Adult data).")
 @click.option("--domain", "domain_path", type=click.Path(exists=True, dir_okay=False,
@@ -102,7 +130,8 @@ def _plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 @click.option("--write-every", type=int, default=50, show_default=True,
               help="Write the release file of every N-th step (the last is always written).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("dpsynth-tabular-out"), show_default=True)
+              default=Path("dpsynth-tabular-out"), show_default=True,
+              help="Output directory (new, or an earlier run's, whose outputs are replaced).")
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write errors.csv and errors.png (workload errors against the true data: "
                    "evaluation, not private); --no-report writes only the private outputs.")
@@ -117,31 +146,46 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
 
     Steps: under add/remove (the default) one per declared time step of --time-column (the
     count is private, so a step may not end after a number of rows, docs/privacy.md P11);
-    under replacement one per --release-every rows, or per time step.
+    under replacement one per --release-every rows, or per time step. Standard output says
+    only what the releases make public; counts, rejections and workload errors (evaluation
+    against the true data) go to standard error.
     """
-    from dpsynth.cli.common import print_key, resolve_key
+    from dpsynth.cli.common import (
+        bind_key_to_input,
+        file_digest,
+        print_key,
+        resolve_key,
+        stderr_console,
+    )
     from dpsynth.release import write_release_file
 
-    console = Console()
+    params = click.get_current_context().params
+    console, err = Console(highlight=False), stderr_console()
     grid = time_steps(time_column, time_origin, time_period, time_end, neighbours,
                       library="TabularSynthesizer")
     records: list[dict[str, Any]] = []  # read with --data (a time column needs them)
+    diagnostics = Diagnostics()
     if data is None:
         if grid is not None:
             raise click.UsageError("--time-column needs --data: the Adult data has no time")
         if not (adult_dir() / "adult.csv").exists():
-            raise click.UsageError(
+            raise InputError(
                 f"no --data given and {adult_dir()} is absent; pass --data and --domain, or "
                 f"set {DATA_DIR_ENV} to the folder holding adult_liu_iterative_dp/")
         domain, codes, csv_order = load_adult()
+        identity: dict[str, Any] = {"dataset": "adult",
+                                    "file": file_digest(adult_dir() / "adult.csv")}
+        diagnostics.read = diagnostics.accepted = int(codes.shape[0])
     else:
         if domain_path is None:
             raise click.UsageError("--data needs --domain (schemas/domain.v1.json format)")
         domain = Domain.from_json_file(domain_path)
-        records = _read_csv(data)
-        if grid is not None and records and grid.column not in records[0]:
-            raise click.UsageError(f"--time-column {grid.column!r} is not a column of {data}")
-        codes = _encode(records, domain) if grid is None else np.zeros((0, len(domain.sizes)))
+        records, header = _read_csv(data)
+        _check_header(data, header, domain, None if grid is None else grid.column)
+        identity = {"file": file_digest(data)}
+        diagnostics.read = len(records)
+        codes = (_encode(records, domain, diagnostics) if grid is None
+                 else np.zeros((0, len(domain.sizes))))
         csv_order = list(domain.attributes)
     if order != "file":
         if grid is not None:
@@ -149,23 +193,37 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
                                    "steps come from the time column: drop --order")
         codes = make_stream(codes, csv_order, domain, order, seed=0)
     batches = ([codes[i:i + release_every] for i in range(0, codes.shape[0], release_every)]
-               if grid is None else _timed_batches(records, domain, grid))
+               if grid is None else _timed_batches(records, domain, grid, diagnostics))
+    if grid is not None:
+        diagnostics.accepted = sum(int(b.shape[0]) for b in batches)
+    elif data is not None:
+        diagnostics.accepted = int(codes.shape[0])
     noise_key = resolve_key()
-    print_key(console, noise_key)
     key = noise_key.reveal()
-    synth = TabularSynthesizer(domain, epsilon, key, release_every=release_every,
-                               mechanism=tabular_mechanism, counter=tabular_counter,
-                               workloads_per_step=tabular_workloads_per_step,
-                               selection=selection, estimator=estimator, fit=fit,
-                               neighbours=neighbours)
-    out.mkdir(parents=True, exist_ok=True)
+    try:  # a combination of options the library refuses is a usage error
+        synth = TabularSynthesizer(domain, epsilon, key, release_every=release_every,
+                                   mechanism=tabular_mechanism, counter=tabular_counter,
+                                   workloads_per_step=tabular_workloads_per_step,
+                                   selection=selection, estimator=estimator, fit=fit,
+                                   neighbours=neighbours)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
+    bind_key_to_input(noise_key, f"dpsynth tabular run over {data or 'Adult'}", identity,
+                      params, NOT_SETTINGS)  # privacy: P13 (one key, one input)
+    print_key(console, noise_key)
     steps = len(batches) if max_steps is None else min(len(batches), max_steps)
+    diagnostics.print(err)
+    if neighbours == "replace" and (steps == 0 or not diagnostics.accepted):  # public count
+        raise InputError(f"no release: {diagnostics.accepted:,} valid rows make no step; check "
+                         "the data against its domain (reasons above)" + (
+                             "" if grid is not None else " or lower --release-every"))
+    prepare_out_dir(out, TABULAR_OUTPUTS)
     w = synth.workloads
     true_flat = np.zeros(int(w.offsets[-1]))
     rows: list[dict[str, Any]] = []
     release = None
     fed = 0
-    with Progress(console=console) as progress:
+    with Progress(console=err) as progress:
         task = progress.add_task("steps", total=steps)
         # one batch = one public step (a time step, or paper 003's rows): privacy P11
         for chunk, (release,) in feed(synth, ((b, None) for b in batches[:steps]), steps=True):
@@ -196,6 +254,9 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     _plot(rows, out / "errors.png",
           f"{tabular_mechanism} ({tabular_counter}), ε={epsilon:g}, B={release_every}")
     last = rows[-10:]
-    console.print(" ".join(f"{m}={np.mean([r[m] for r in last]):.4f}" for m in METRICS)
-                  + f" (mean of the last {len(last)} steps; evaluation uses the true data)")
-    console.print(f"wrote {out}/errors.csv, errors.png, synthetic-last.csv, release files")
+    err.print("evaluation (not private: against the true data), mean of the last "
+              f"{len(last)} steps: "
+              + " ".join(f"{m}={np.mean([r[m] for r in last]):.4f}" for m in METRICS)
+              + f"\n  {METRIC_LEGEND}", highlight=False)
+    console.print(f"wrote {out}/errors.csv, errors.png (evaluation: not private), "
+                  f"synthetic-last.csv, release files ({steps} steps)")

@@ -10,7 +10,8 @@ Example (a local broker from ``deploy/kafka-local.sh start``)::
 
 Before Faust starts, the command checks the configuration, that the three topics exist, that no
 release of its run id on the output topic carries another key fingerprint (P13), and that no
-other worker uses the data directory; every failure prints what to fix and exits with 2.
+other worker uses the data directory; every failure prints what to fix and exits with 1 (a
+configuration that cannot be used: :mod:`dpsynth.cli.errors`).
 """
 
 from __future__ import annotations
@@ -22,16 +23,15 @@ from typing import IO
 
 import click
 
+from dpsynth.cli.errors import InputError
 from dpsynth.errors import ConfigError, DpsynthError
 from dpsynth.stream.settings import WorkerConfig, load_config
 
 log = logging.getLogger(__name__)
 
 
-class StartError(click.ClickException):
-    """The worker cannot start; the message names the setting and the fix (exit status 2)."""
-
-    exit_code = 2
+class StartError(InputError):
+    """The worker cannot start; the message names the setting and the fix (exit status 1)."""
 
 
 def check_topics(config: WorkerConfig, timeout_s: float = 20.0) -> dict[str, int]:

@@ -75,6 +75,11 @@ WORKER = [
     _w("user_cache_entries", "int", "privacy_unit user: users whose counts stay in memory "
        "between commits.", low=1, default=1 << 20),
     _w("data_dir", "path", "The worker's state (RocksDB) and lock.", default="dpsynth-data"),
+    _w("state_dir", "text", "Where a noise key's binding to its input is recorded, "
+       "keys/<key fingerprint>.json (unset: $XDG_STATE_HOME/dpsynth, else "
+       "~/.local/state/dpsynth); keep it on a volume that outlives the run's data "
+       "directories.", default="",
+       privacy="One key, one input (P13): the same key over another input topic is refused."),
     _w("noise_key_hex", "secret", "The run's secret noise key, 64 hex characters (or "
        "DPSYNTH_NOISE_KEY_FILE).", default=None, optional=True, variable="DPSYNTH_NOISE_KEY",
        privacy="Never logged or released; its fingerprint names it."),

@@ -184,6 +184,9 @@ def worker_env(
         "DPSYNTH_MAX_DEPTH": "12",
         "DPSYNTH_RUN_ID": "test-run",
         "DPSYNTH_DATA_DIR": str(data_dir),
+        # the key's binding to its input (P13) beside the data, so it lives as long as the
+        # test's worker (tests reuse one key over many topics)
+        "DPSYNTH_STATE_DIR": f"{data_dir}-state",
         "DPSYNTH_NOISE_KEY": TEST_KEY_HEX,
         "DPSYNTH_WEB_PORT": str(free_port()),
         "DPSYNTH_WEB_BIND": "127.0.0.1",
