@@ -1,5 +1,6 @@
-# The two commands of the README: `make run` (embedded default run; `make demo` is an alias)
-# and `make test`. Everything is installed into a project virtual environment (.venv), never
+# The two commands of the README: `make run` (the embedded default run, `dpsynth run`) and
+# `make test`; `make demo` runs `dpsynth demo`, `make shell` opens a shell with `dpsynth` on PATH,
+# `make dist` builds and checks the wheel and the sdist. Everything is installed into a project virtual environment (.venv), never
 # into the system interpreter (PEP 668), and CI runs the same targets.
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,9 +8,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # examples/downstream runs in a virtual environment of its own, made afresh each time.
 DOWNSTREAM_VENV ?= .venv-downstream
+# make dist installs the built wheel into a clean virtual environment of its own.
+DIST_VENV ?= .venv-dist
 
-.PHONY: install run demo test bench lint clean-venv downstream example-recording vectors java-test \
-	view-screenshot
+.PHONY: install run demo shell dist test bench lint clean-venv downstream example-recording vectors \
+	java-test view-screenshot
 
 # $(call make-venv,DIR): a venv even where the interpreter lacks ensurepip (Debian/Ubuntu without
 # python3-venv): create it without pip, then let the system's pip install pip into it.
@@ -29,8 +32,32 @@ install: $(STAMP)
 
 run: install
 	$(VENV)/bin/dpsynth run --out dpsynth-out
+	@echo "dpsynth is in $(VENV)/bin: '. $(VENV)/bin/activate' (or 'make shell') puts it on PATH"
 
-demo: run
+demo: install
+	$(VENV)/bin/dpsynth demo --out dpsynth-demo-out
+
+# A shell with the project's virtual environment first on PATH (exit it to come back).
+shell: install
+	@echo "dpsynth is on PATH in this shell; 'exit' leaves it"
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" VIRTUAL_ENV="$(CURDIR)/$(VENV)" $${SHELL:-/bin/sh} -i
+
+# The wheel and the sdist in dist/, checked as a user would meet them: twine check, then the
+# wheel with [testing] (the pytest plugin and `dpsynth topics`) in a clean virtual environment:
+# dpsynth --version, topics export --help and a short embedded run.
+dist: install
+	rm -rf dist build
+	$(PY) -m build --sdist --wheel --outdir dist .
+	$(PY) -m twine check --strict dist/*
+	rm -rf $(DIST_VENV)
+	$(call make-venv,$(DIST_VENV))
+	$(DIST_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+	  "$$(ls dist/dpsynth-*.whl)[testing]"
+	$(DIST_VENV)/bin/dpsynth --version
+	$(DIST_VENV)/bin/dpsynth topics export --help > /dev/null
+	cd $(DIST_VENV) && bin/dpsynth run --points 2000 --release-every 1000 --no-report \
+	  --out smoke-out
+	@ls dist
 
 lint: install
 	$(VENV)/bin/ruff check operators tests benchmarks

@@ -158,7 +158,7 @@ def _write_plot(path: Path, stream: DemoStream, true: np.ndarray, noisy: np.ndar
 
 @click.command()
 @click.option(
-    "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("dpsynth-out"),
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("dpsynth-demo-out"),
     show_default=True, help="Directory for counters.csv, cells.csv and counters.png.",
 )
 @click.option("--ticks", type=click.IntRange(min=1), default=200, show_default=True,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+from pathlib import Path
 from typing import IO
 
 import click
@@ -124,6 +125,22 @@ def warm_up(config: WorkerConfig) -> None:
     synth.snapshot()
 
 
+def bind_input(config: WorkerConfig) -> None:
+    """Bind the run's key to its input topic, or refuse another input (P13; warned, not fatal,
+    where ``DPSYNTH_STATE_DIR`` cannot be written)."""
+    from dpsynth.keybinding import STATE_DIR_ENV, state_dir
+    from dpsynth.stream.runcheck import check_run_input, input_topic
+
+    where = Path(config.state_dir) if config.state_dir else state_dir()
+    try:
+        current = input_topic(config.bootstrap_servers(), config.input_topic)
+        check_run_input(config.noise_key, config.run_id, current, where)
+    except OSError as e:
+        log.warning("the key's binding to its input could not be recorded in %s (%s); set %s "
+                    "to a writable volume, or reuse of this key over another input is not "
+                    "refused (docs/privacy.md P13)", where, e.strerror, STATE_DIR_ENV)
+
+
 def run_worker(config: WorkerConfig) -> None:
     """Check the environment, then run the Faust worker until it is stopped."""
     from faust.worker import Worker
@@ -135,6 +152,7 @@ def run_worker(config: WorkerConfig) -> None:
     config = with_input_partitions(config, partitions[config.input_topic])
     check_run_key(config.bootstrap_servers(), config.output_topic, config.run_id,
                   config.noise_key.fingerprint, records=config.key_check_records)
+    bind_input(config)
     lock = lock_data_dir(config)
     warm_up(config)
     app, _ = create_app(config)
