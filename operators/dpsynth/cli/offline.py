@@ -111,7 +111,7 @@ def offline(input_path: Path, schema_path: Path | None, offline_mechanism: str, 
     method = offline_mechanism
     if out.suffix not in CSV_SUFFIXES + NDJSON_SUFFIXES:
         raise click.UsageError(f"--out ({out.name}) must end in .csv, .ndjson or .jsonl")
-    console, err = Console(highlight=False), stderr_console()
+    console, err = Console(highlight=False, soft_wrap=True), stderr_console()
     noise_key = resolve_key()
     key = noise_key.reveal()
     source = load_source(input_path, schema_path, None, 1, 0, limit)

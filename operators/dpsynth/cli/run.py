@@ -358,7 +358,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
         raise click.UsageError(f"--time-column: --mechanism {mechanism} counts time in records; "
                                f"use --mechanism {', '.join(step_mechanisms())} (steps of "
                                "public time)")
-    console, err = Console(highlight=False), stderr_console()
+    console, err = Console(highlight=False, soft_wrap=True), stderr_console()
     noise_key = resolve_key()
     key, key_label, is_demo = noise_key.reveal(), noise_key.label(), noise_key.is_demo
     run_id = run_id or f"run-{noise_key.fingerprint}"  # privacy: P13 (one run id per key)
@@ -405,8 +405,8 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     release = synth.release()
     if neighbours == "replace" and not (log.files and synth.t):  # the count is public here
         raise InputError(_no_release(log, release_every, steps))
-    last = (f" (the last: t = {read_release_file(log.files[-1][2]).t:,})" if log.files
-            else "")  # a released value: the noisy size under add/remove
+    last = (f" (the last: t = {read_release_file(log.files[-1][2]).t:,})"
+            if log.files and neighbours == "replace" else "")  # stdout: the same for neighbours
     console.print(f"{len(log.files):,} releases in {out / 'releases'}/{last}")
     if not report:
         return

@@ -160,7 +160,7 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     from dpsynth.release import write_release_file
 
     params = click.get_current_context().params
-    console, err = Console(highlight=False), stderr_console()
+    console, err = Console(highlight=False, soft_wrap=True), stderr_console()
     grid = time_steps(time_column, time_origin, time_period, time_end, neighbours,
                       library="TabularSynthesizer")
     records: list[dict[str, Any]] = []  # read with --data (a time column needs them)
