@@ -128,12 +128,19 @@ def warm_up(config: WorkerConfig) -> None:
 def bind_input(config: WorkerConfig) -> None:
     """Bind the run's key to its input topic, or refuse another input (P13; warned, not fatal,
     where ``DPSYNTH_STATE_DIR`` cannot be written)."""
+    from confluent_kafka import KafkaException
+
     from dpsynth.keybinding import STATE_DIR_ENV, state_dir
     from dpsynth.stream.runcheck import check_run_input, input_topic
 
     where = Path(config.state_dir) if config.state_dir else state_dir()
     try:
         current = input_topic(config.bootstrap_servers(), config.input_topic)
+    except KafkaException as e:
+        raise ConfigError(f"DPSYNTH_INPUT_TOPIC ({config.input_topic!r}): its id and offsets "
+                          f"could not be read for the key's binding ({e}); check the broker "
+                          "(Kafka 2.8 or later) and the topic") from None
+    try:
         check_run_input(config.noise_key, config.run_id, current, where)
     except OSError as e:
         log.warning("the key's binding to its input could not be recorded in %s (%s); set %s "
