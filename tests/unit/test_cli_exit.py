@@ -191,7 +191,7 @@ def test_a_reused_out_holds_only_the_new_runs_outputs(tmp_path: Path) -> None:
                     "--out", str(out))
     assert again.exit_code == 0, again.output
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == [
-        "dead-letter.ndjson", "release-000001.bin", "release-000002.bin"]
+        "dead-letter.ndjson", "release-000001.bin", "release-000002.bin", "schema.json"]
     (out / "notes.txt").write_text("mine")
     refused = _invoke("run", "--points", "500", "--out", str(out))
     assert refused.exit_code == ExitCode.USAGE and "notes.txt" in refused.stderr
