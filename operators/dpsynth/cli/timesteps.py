@@ -115,7 +115,7 @@ def time_steps(column: str | None, origin: str | None, period: float | None,
     if not (math.isfinite(period) and period > 0):
         raise click.UsageError("--time-period must be a number > 0 (in the column's unit; "
                                "seconds for ISO 8601 times)")
-    if end is not None and values["--time-end"] <= values["--time-origin"]:  # type: ignore[operator]
+    if end is not None and values["--time-end"] <= values["--time-origin"]:
         raise click.UsageError("--time-end must come after --time-origin (the declared grid "
                                "would hold no step)")
     return TimeSteps(column, values["--time-origin"], float(period), values.get("--time-end"))
