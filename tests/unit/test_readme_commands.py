@@ -1,7 +1,8 @@
-"""The README's console commands run as written, from the repository root, on examples/.
+"""The README's console commands (and docs/guide.md's, where the README sends a newcomer) run
+as written, from the repository root, on examples/.
 
-Each ``console`` block of README.md is run by bash (``set -e``), its ``$`` lines joined with
-their ``\\`` continuations, in a temporary directory holding the repository's ``examples/`` and
+Each ``console`` block of README.md and docs/guide.md is run by bash (``set -e``), its ``$``
+lines joined with their ``\\`` continuations, in a temporary directory holding the repository's ``examples/`` and
 ``schemas/`` and this environment as ``.venv`` (so outputs do not land in the checkout), with
 that environment's ``bin`` first on PATH and no noise key (the public demo key). ``make
 install`` is what made this environment, and ``make run`` is its ``dpsynth run --out
@@ -24,6 +25,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+#: The pages whose commands a newcomer types first.
+PAGES = (README, ROOT / "docs" / "guide.md")
 #: Make targets of the README, as this test runs them (the Makefile's recipes).
 MAKE_TARGETS = {"make install": "true", "make run": "dpsynth run --out dpsynth-out"}
 #: Part of a command → where it runs instead (a test or make target), or why it cannot here.
@@ -69,9 +72,9 @@ def _as_run(command: str) -> str:
 
 
 def test_every_skipped_command_is_still_in_the_readme() -> None:
-    commands = [c for block in console_blocks(README.read_text()) for c in block]
+    commands = [c for page in PAGES for block in console_blocks(page.read_text()) for c in block]
     for part in ELSEWHERE:
-        assert any(part in c for c in commands), f"{part!r} left the README"
+        assert any(part in c for c in commands), f"{part!r} left the README and the guide"
 
 
 def test_the_sample_inputs_are_what_their_script_writes(tmp_path: Path) -> None:
@@ -84,7 +87,8 @@ def test_the_sample_inputs_are_what_their_script_writes(tmp_path: Path) -> None:
         assert (copy / name).read_bytes() == (ROOT / "examples" / name).read_bytes(), name
 
 
-BLOCKS = [b for b in console_blocks(README.read_text()) if any(map(_runnable, b))]
+BLOCKS = [b for page in PAGES for b in console_blocks(page.read_text())
+          if any(map(_runnable, b))]
 
 
 @pytest.mark.slow
