@@ -3,8 +3,9 @@ as written, from the repository root, on examples/.
 
 Each ``console`` block of README.md and docs/guide.md is run by bash (``set -e``), its ``$``
 lines joined with their ``\\`` continuations, in a temporary directory holding the
-repository's ``examples/`` and ``schemas/`` and this environment as ``.venv`` (so outputs do not land in the checkout), with
-that environment's ``bin`` first on PATH and no noise key (the public demo key). ``make
+repository's ``examples/`` and ``schemas/`` and this environment as ``.venv`` (so outputs do
+not land in the checkout), with that environment's ``bin`` first on PATH and no noise key (the
+public demo key). ``make
 install`` is what made this environment, and ``make run`` is its ``dpsynth run --out
 dpsynth-out`` (:data:`MAKE_TARGETS`). Commands that need what a unit test does not have — a
 broker, Java, a package index, the shared data sets, a server that runs until stopped — are
