@@ -11,8 +11,16 @@ DOWNSTREAM_VENV ?= .venv-downstream
 # make dist installs the built wheel into a clean virtual environment of its own.
 DIST_VENV ?= .venv-dist
 
+# The container image (deploy/Dockerfile): podman (or docker where an engine answers), on a
+# registry base where one can be pulled, else on a Debian base made with debootstrap (cached in
+# ~/.cache/dpsynth/base). podman reads deploy/containers.conf (runc, cgroupfs, ulimits within a
+# CI machine's hard limits) unless CONTAINERS_CONF is set.
+IMAGE ?= dpsynth:0.1.0
+export DPSYNTH_IMAGE := $(IMAGE)
+export CONTAINERS_CONF ?= $(CURDIR)/deploy/containers.conf
+
 .PHONY: install run demo shell dist test bench lint clean-venv downstream example-recording vectors \
-	java-test view-screenshot
+	java-test view-screenshot image image-test image-if-engine
 
 # $(call make-venv,DIR): a venv even where the interpreter lacks ensurepip (Debian/Ubuntu without
 # python3-venv): create it without pip, then let the system's pip install pip into it.
@@ -68,7 +76,7 @@ lint: install
 # workers, so three processes keep two cores busy. One broker serves them all (tests/conftest.py).
 PYTEST_WORKERS ?= 3
 
-test: install lint java-test
+test: install lint java-test image-if-engine
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 	$(MAKE) downstream
 
@@ -80,6 +88,23 @@ java-test:
 	@if command -v mvn >/dev/null && command -v java >/dev/null; then \
 	  cd $(JAVA_DIR) && mvn -B -q package && grep -h "Tests run" target/surefire-reports/*.txt; \
 	else echo "java-test SKIPPED: install Java 17 and Maven to build and test clients/java"; fi
+
+image:
+	PYTHON=$(PYTHON) bash deploy/image.sh build
+
+# The image against the local broker (tests/integration/test_image.py): releases byte-identical
+# to the embedded run, kill -9 and restart, scale 1 -> 2 -> 1. Here a missing engine or image
+# fails; in `make test` the module skips naming the packages (podman runc debootstrap), except
+# where DPSYNTH_IMAGE_REQUIRED=1 (CI).
+image-test: install
+	DPSYNTH_IMAGE_REQUIRED=1 $(PY) -m pytest -q tests/integration/test_image.py
+
+# `make test` builds the image first wherever a container engine is installed (a warm build
+# takes seconds), so the image test never runs an image older than the checkout.
+image-if-engine:
+	@if bash deploy/image.sh engine >/dev/null 2>&1; then $(MAKE) image; \
+	else echo "no container engine: the image is not built and its test skips" \
+	          "(apt-get install podman runc debootstrap)"; fi
 
 # A consuming team's project (examples/downstream): a clean virtual environment, the README's
 # install line (dpsynth[testing], here from this checkout), its own pytest against the bundled
