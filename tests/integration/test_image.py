@@ -10,7 +10,9 @@ publish what the embedded engine makes from the same points with the same key, b
   consumer saw is printed (until issue 28 makes releases transactional, see
   :data:`PLAIN_CONSUMER_SEES_EACH_RELEASE_ONCE`);
 - a second container joins and leaves (scale 1 → 2 → 1): every partition's releases equal its
-  embedded run, nothing lost.
+  embedded run, nothing lost;
+- docker-compose.yml's own worker service (its settings, the key as a compose file secret, the
+  image's data volume), run by podman-compose on the host's network against the local broker.
 
 Runs where a container engine and the image of this checkout are present (``make image``); skips
 naming the packages otherwise, or fails with ``DPSYNTH_IMAGE_REQUIRED=1`` (CI, ``make image-test``).
@@ -19,6 +21,7 @@ naming the packages otherwise, or fails with ``DPSYNTH_IMAGE_REQUIRED=1`` (CI, `
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -26,9 +29,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from dpsynth.client.consumer import ReleaseConsumer
+from dpsynth.schema import Schema
 from dpsynth.testing.kafka import (
+    TEST_KEY_HEX,
+    WorkerProcess,
     create_topics,
     encode_records,
     free_port,
@@ -41,15 +48,21 @@ from dpsynth.testing.kafka import (
 )
 from tests.support.containers import (
     ENV_REQUIRED,
+    IMAGE_UID,
+    ROOT,
     ContainerWorker,
+    compose_command,
     container_files,
     engine,
+    engine_env,
     image_name,
     image_problem,
+    remove_compose_project,
     run_engine,
 )
 from tests.support.embedded import check_against_embedded, embedded_release_records
 from tests.support.feeder import Feeder
+from tests.support.markers import embedded_points_from_input, input_values
 
 pytestmark = pytest.mark.image
 
@@ -95,6 +108,15 @@ def _wait(done: Callable[[], bool], workers: list[ContainerWorker], what: str) -
             tails = "\n----\n".join(w.log_tail(25) for w in workers)
             why = f"{exited} exited" if exited else f"not reached in {WAIT_S} s"
             raise RuntimeError(f"{what}: {why}:\n{tails}")
+        time.sleep(0.3)
+
+
+def _wait_metrics(worker: WorkerProcess, predicate: Callable[[dict], bool], what: str) -> None:
+    """Until the worker's /metrics satisfy ``predicate`` (a container not started here)."""
+    deadline = time.monotonic() + WAIT_S
+    while not predicate(worker.metrics()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not reached in {WAIT_S} s")
         time.sleep(0.3)
 
 
@@ -221,3 +243,70 @@ def test_a_second_container_joins_and_leaves_and_nothing_is_lost(
     assert stats["releases"] == 16
     seen = _consumer_library_releases(kafka_bootstrap, topics.output)
     assert sorted(seen) == sorted(expected)
+
+
+@pytest.mark.kafka
+def test_the_compose_files_worker_publishes_the_embedded_runs_releases(
+        image_engine, kafka_bootstrap, tmp_path):
+    compose = compose_command(image_engine)
+    if compose is None:
+        pytest.skip(f"no compose tool for {image_engine}: podman-compose >= 1.6 (the dev extra; "
+                    "Debian's 1.0.3 cannot run a service on the host's network) or docker compose")
+    worker = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["worker"]
+    settings = worker["environment"]
+    topics = unique_topics("image-compose")
+    create_topics(kafka_bootstrap, {topics.input: 1, topics.output: 1, topics.dead_letter: 1})
+    port = free_port()
+    # What the test changes: where the broker and the topics are (the host's network: the local
+    # broker listens on 127.0.0.1), and no wall-clock tick markers (releases every
+    # DPSYNTH_RELEASE_EVERY records only, so the embedded run is known in advance).
+    override = tmp_path / "override.yml"
+    override.write_text(yaml.safe_dump({"services": {"worker": {
+        "network_mode": "host",
+        "environment": {
+            "DPSYNTH_BROKER": kafka_bootstrap, "DPSYNTH_INPUT_TOPIC": topics.input,
+            "DPSYNTH_OUTPUT_TOPIC": topics.output, "DPSYNTH_DEAD_LETTER_TOPIC": topics.dead_letter,
+            "DPSYNTH_GROUP_ID": f"{topics.input}-group", "DPSYNTH_WEB_PORT": str(port),
+            "DPSYNTH_WEB_BIND": "127.0.0.1", "DPSYNTH_TICK_SECONDS": "0"}}}}))
+    key = tmp_path / "noise-key"  # the compose file secret, readable by the image's user only
+    key.write_text(TEST_KEY_HEX)
+    if os.geteuid() == 0:
+        os.chown(key, IMAGE_UID, IMAGE_UID)
+    key.chmod(0o400 if os.geteuid() == 0 else 0o444)
+    files, project = [str(ROOT / "docker-compose.yml"), str(override)], _name("compose")
+    up = [*compose, "-p", project, *[a for f in files for a in ("-f", f)],
+          "up", "-d", "--no-deps", "--no-build", "worker"]
+    schema = Schema.from_json_file(ROOT / "schemas" / "example-schema.json")
+    n, per_message = 3000, 100
+    unit = np.random.default_rng(31).random((n, 2))
+    lows = np.array([c.lower for c in schema.columns])
+    highs = np.array([c.upper for c in schema.columns])
+    points = lows + unit * (highs - lows)
+    # reads the compose worker's /metrics (a process handle never started: compose runs it)
+    probe = WorkerProcess({"DPSYNTH_WEB_PORT": str(port)}, tmp_path / "unused.log")
+    try:
+        started = subprocess.run(  # noqa: S603 - the compose tool, our arguments
+            up, capture_output=True, text=True, timeout=300, check=False,
+            env={**engine_env(), "DPSYNTH_NOISE_KEY_PATH": str(key)})
+        assert started.returncode == 0, started.stdout + started.stderr
+        _wait_metrics(probe, lambda m: "0" in m.get("dpsynth_t", {}), "partition 0 assigned")
+        produce_messages(kafka_bootstrap, topics.input, [
+            (0, encode_records(records_of(points[i:i + per_message], names=("lat", "lon"))))
+            for i in range(0, n, per_message)])
+        last = n // per_message - 1
+        _wait_metrics(probe, lambda m: m.get("dpsynth_watermark", {}).get("0") == last,
+                      "every input message committed")
+    finally:
+        remove_compose_project(image_engine, compose, files, project)
+
+    expected = embedded_points_from_input(
+        input_values(kafka_bootstrap, topics.input), schema,
+        epsilon=float(settings["DPSYNTH_EPSILON"]),
+        release_every=int(settings["DPSYNTH_RELEASE_EVERY"]),
+        max_depth=int(settings["DPSYNTH_MAX_DEPTH"]), run_id=settings["DPSYNTH_RUN_ID"])
+    assert len(expected) == n // int(settings["DPSYNTH_RELEASE_EVERY"])
+    check_against_embedded(read_topic(kafka_bootstrap, topics.output),
+                           {(0, s): r for s, r in expected.items()}, settings["DPSYNTH_RUN_ID"])
+    left = run_engine(image_engine, "ps", "-a", "-q", "--filter",
+                      f"label=com.docker.compose.project={project}").stdout.split()
+    assert left == []

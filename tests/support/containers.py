@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -164,3 +165,32 @@ class ContainerWorker(WorkerProcess):
             if self._log is not None:
                 self._log.close()
                 self._log = None
+
+
+def compose_command(engine_name: str) -> list[str] | None:
+    """The compose tool of ``engine_name``: podman-compose (the dev extra's, else on PATH),
+    ``docker compose``; None when there is none."""
+    if engine_name == "podman":
+        found = (shutil.which("podman-compose", path=str(Path(sys.executable).parent))
+                 or shutil.which("podman-compose"))
+        return [found] if found else None
+    probe = run_engine(engine_name, "compose", "version", check=False)
+    return [engine_name, "compose"] if probe.returncode == 0 else None
+
+
+def remove_compose_project(engine_name: str, compose: list[str], files: list[str],
+                           project: str) -> None:
+    """Stop the project's containers (SIGTERM), remove them with their anonymous volumes (the
+    image's VOLUME, which podman-compose's ``down`` keeps), then ``down`` (its network)."""
+    def run_compose(*args: str) -> None:
+        subprocess.run(  # noqa: S603 - the compose tool found above, our arguments
+            [*compose, "-p", project, *[a for f in files for a in ("-f", f)], *args],
+            capture_output=True, env=engine_env(), timeout=180, check=False)
+
+    run_compose("stop", "-t", "30")
+    left = run_engine(engine_name, "ps", "-a", "-q", "--filter",
+                      f"label=com.docker.compose.project={project}", check=False).stdout.split()
+    if left:
+        run_engine(engine_name, "rm", "-f", "-v", *left, check=False)
+    run_compose("down")
+    run_engine(engine_name, "network", "rm", "-f", f"{project}_default", check=False)

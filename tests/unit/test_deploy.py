@@ -102,11 +102,13 @@ def test_the_compose_worker_scales_to_replicas_with_their_own_id_port_and_volume
     assert "container_name" not in worker
     assert "DPSYNTH_GROUP_INSTANCE_ID" not in worker["environment"]
     assert [p for p in worker.get("ports", []) if _fixed_host_port(p)] == []
+    # state: the image's VOLUME, one per container (compose would share a declared one, and
+    # podman-compose an anonymous one, between the replicas)
     data_dir = worker["environment"]["DPSYNTH_DATA_DIR"]
-    named = set(compose.get("volumes") or {})
-    mounts = [str(v).split(":") for v in worker.get("volumes", [])]
-    assert [data_dir] in mounts  # anonymous: one per replica
-    assert not [m for m in mounts if m[0] in named and m[1:2] == [data_dir]]
+    assert f'VOLUME ["{data_dir}"]' in (ROOT / "deploy" / "Dockerfile").read_text()
+    targets = [v.get("target") if isinstance(v, dict) else str(v).split(":")[-1]
+               for v in worker.get("volumes", [])]
+    assert data_dir not in targets
     # replicas derive distinct static member ids from their host names (container ids), each
     # stable across its own restarts
     monkeypatch.delenv("POD_NAME", raising=False)
