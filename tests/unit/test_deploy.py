@@ -74,7 +74,7 @@ def test_every_dpsynth_variable_of_compose_and_kubernetes_is_a_worker_setting():
     assert "DPSYNTH_EPSILON" in compose and "DPSYNTH_GROUP_INSTANCE_ID" in k8s  # both read
     assert _undeclared({**compose, **k8s}) == {}
     # a misspelt one is named with where it is set
-    assert _undeclared({"DPSYNTH_EPSILLON": "here", "DPSYNTH_SCHEDULE": "old name"}) == {
+    assert _undeclared({"DPSYNTH_EPSILLON": "here", "DPSYNTH_EPSILON": "there"}) == {
         "DPSYNTH_EPSILLON": "here"}
 
 
