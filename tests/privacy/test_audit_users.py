@@ -16,7 +16,13 @@ from dpsynth.audit.entries import AUDIT_MAX_DEPTH, EntryPoint, Output, point_rel
 from dpsynth.audit.inputs import AuditInput
 from dpsynth.audit.measures import release_statistics
 from dpsynth.audit.runner import audit_entry, audit_keys
-from dpsynth.audit.users import AUDIT_K, user_entries, user_input, user_neighbours
+from dpsynth.audit.users import (
+    AUDIT_K,
+    LONE_RECORDS,
+    user_entries,
+    user_input,
+    user_neighbours,
+)
 from dpsynth.online.synthesizer import OnlineSynthesizer
 
 pytestmark = pytest.mark.privacy
@@ -30,6 +36,19 @@ def test_P15_user_level_entry_point_passes_the_neighbour_audit(name: str) -> Non
     report = audit_entry(ENTRIES[name], audit_keys(KEYS))
     assert report.passed, "\n".join(report.lines())
     assert report.pairs == [p.name for p in user_neighbours(user_input(), report.notion)]
+
+
+def test_P15_the_lone_user_neighbour_leaves_an_empty_step_that_still_releases() -> None:
+    """Among the add/remove neighbours, the lone user's removal empties the last step; the
+    entry points release for it as for any step (issue 25: it once crashed)."""
+    data = user_input()
+    lone = user_neighbours(data, "add_remove")[1]
+    assert len(data.steps[-1]) == LONE_RECORDS and len(lone.data.steps[-1]) == 0
+    assert len(lone.data.steps) == len(data.steps) and lone.step == len(data.steps)
+    key = audit_keys(1)[0]
+    for name in ("library:guided:add_remove:user", "library:blocks:add_remove:user"):
+        runs = [ENTRIES[name].run(case, key) for case in (data, lone.data)]
+        assert [r.fields["releases"] for r in runs] == [len(data.steps)] * 2
 
 
 def test_P15_the_audit_sees_a_user_counted_beyond_k() -> None:

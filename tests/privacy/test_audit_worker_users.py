@@ -1,8 +1,9 @@
 """The neighbour audit of the worker at the privacy unit "user" (issue 16, docs/privacy.md P15).
 
 As tests/privacy/test_audit_worker.py (20 samples: 5 worker runs × 4 partitions per input), on
-D with a heavy user (docs: dpsynth.audit.users) and its user-level neighbour — every record of
-the heaviest user removed (add/remove) or moved (replace). The worker runs with
+D with a heavy user and a lone user alone in the last step (docs: dpsynth.audit.users) and its
+user-level neighbours — every record of the heaviest user removed, or the lone user removed so
+that its step is empty (add/remove); the heavy user's records moved (replace). The worker runs with
 DPSYNTH_PRIVACY_UNIT=user, k = 4, at user-level ε = 1; every message is keyed by its user with
 an id that Kafka's default partitioner sends to the message's partition (the worker checks it).
 False alarm of a deterministic difference (ε = 1, 20 samples): ≤ 3.6e-6 per field.
@@ -35,7 +36,7 @@ def test_P15_the_audited_worker_counts_the_heavy_user_k_times(kafka_bootstrap: s
     user k times — none dead-lettered for its partition."""
     from dpsynth.audit.entries import AUDIT_EPSILON, AUDIT_MAX_DEPTH
     from dpsynth.audit.inputs import PER_STEP
-    from dpsynth.audit.users import AUDIT_K, user_input
+    from dpsynth.audit.users import AUDIT_K, LONE_RECORDS, user_input
     from dpsynth.online.synthesizer import OnlineSynthesizer
 
     data = user_input()
@@ -49,7 +50,8 @@ def test_P15_the_audited_worker_counts_the_heavy_user_k_times(kafka_bootstrap: s
     for step, users in zip(data.steps, data.users or (), strict=True):
         synth.add(step, users=list(users))
         expected.append(synth.step())
-    assert synth.t == 120 + AUDIT_K  # the light users' records and the heavy user's first k
+    # the light users' records, the heavy user's first k and the lone user's records
+    assert synth.t == 120 + AUDIT_K + LONE_RECORDS
     assert [(r.t, r.leaf_counts.tolist()) for r in output.view] == \
         [(r.t, r.leaf_counts.tolist()) for r in expected]
     assert output.view[-1].metadata["max_contributions"] == AUDIT_K

@@ -6,39 +6,46 @@ Two kinds:
 
 - **Draw-scale checks** (deterministic): every discrete Laplace draw of a real run is recorded
   (a spy around ``KeyedNoise.discrete_laplace_at``: the real draw, its scale and address
-  noted) and the privacy loss those scales imply for one record is summed per component and
-  compared with the component's documented share of ε. A component that draws less noise than
-  its share (a scale × 0.25, or a budget × 4 the accounting does not see) fails. No false
-  alarm.
+  noted; ``tests.support.spies.draws``) and the privacy loss those scales imply for one record
+  is summed per component and compared with the component's documented share of ε. A
+  component that draws less noise than its share (a scale × 0.25, or a budget × 4 the
+  accounting does not see) fails. No false alarm. The same for PrivTree's compiled decisions
+  (``decisions``: the root's 0-or-1-record decision costs exactly 1/λ, so 1/λ ≤ ε_s).
 - **Frequency checks** where the draw happens in compiled code (PrivTree's split decisions) or
   is not Laplace (the exponential mechanism): one decision's empirical privacy loss, a
   Clopper–Pearson lower bound at level 1e-6 per side (false alarm ≤ 2e-6 per case), must not
   exceed the decisions' share; the exponential mechanism's frequencies must fit
   exp(ε·u/(2Δ)) computed here (chi-square, p < 1e-6).
 
-``python -m benchmarks mutation`` shows that each overspending mutant fails one of these (or
-an older test): docs/privacy.md P14.
+The default mechanism's (guided) are in test_overspend_guided.py. ``python -m benchmarks
+mutation`` shows that each overspending mutant fails one of these (or an older test aimed at
+its draw): docs/privacy.md P14.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from dpsynth.accounting import paper_schedule
 from dpsynth.audit.stats import ratio_bound
 from dpsynth.clock import TickClock
 from dpsynth.noise import KeyedNoise
+from dpsynth.offline.lowdim import lowdim_release
 from dpsynth.offline.pmm import pmm_leaves
+from dpsynth.offline.psmm import psmm_measure
 from dpsynth.online.blocks import AdaptiveMechanism, BlocksMechanism
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.selection import exponential_mechanism
 from dpsynth.tabular.synthesizer import TabularSynthesizer
+from tests.support.spies import after, decisions, draws
+
+__all__ = ["decisions", "draws"]  # fixtures
 
 pytestmark = pytest.mark.statistical
 
@@ -55,25 +62,6 @@ SHARES = {
 #: docs/privacy.md P9: a step summary spends 30 % of ε_o on decisions, 70 % on leaf counts.
 STEP_DECISIONS = 0.3
 TOLERANCE = 1 + 1e-9
-
-
-@pytest.fixture
-def draws(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[float, tuple, int]]]:
-    """Every discrete Laplace draw made meanwhile: (scale, context, number of draws)."""
-    seen: list[tuple[float, tuple, int]] = []
-    real = KeyedNoise.discrete_laplace_at
-
-    def spy(self, scale, context, streams, events):  # type: ignore[no-untyped-def]
-        out = real(self, scale, context, streams, events)
-        seen.append((float(scale), tuple(context), int(np.size(out))))
-        return out
-
-    monkeypatch.setattr(KeyedNoise, "discrete_laplace_at", spy)
-    yield seen
-
-
-def _after(context: tuple, label: str) -> object:
-    return context[context.index(label) + 1]
 
 
 # -- step blocks (P9, P10) ---------------------------------------------------------------------
@@ -104,14 +92,14 @@ def test_P9_block_noise_scales_fit_the_documented_shares(draws, schedule, notion
     loss: dict[tuple, float] = defaultdict(float)
     for scale, context, _ in draws:
         if "leaf" in context and "block" in context:
-            loss["leaves", _after(context, "block")] += 1 / scale  # one leaf per record
+            loss["leaves", after(context, "block")] += 1 / scale  # one leaf per record
         elif "leaf" in context and "step" in context:
-            loss["steps", _after(context, "step")] += 1 / scale
+            loss["steps", after(context, "step")] += 1 / scale
         elif "size" in context:  # heights b + 1: one node per height holds the step
-            b = int(_after(context, "size"))
+            b = int(after(context, "size"))
             loss["size", b] = max(loss["size", b], (b + 1) / scale)
         elif "level" in context and "block" in context:  # PMM: one cell per level
-            key = "leaves", _after(context, "block"), _after(context, "level")
+            key = "leaves", after(context, "block"), after(context, "level")
             loss[key] = max(loss[key], 1 / scale)
     per_block: dict[tuple, float] = defaultdict(float)
     for key, value in loss.items():
@@ -165,6 +153,28 @@ def test_P10_one_split_decision_costs_at_most_the_decision_share(which, notion) 
     assert ratio_bound(empty, one, runs, 1e-6) <= allowed, (empty, one, allowed)
 
 
+@pytest.mark.parametrize("notion", ["add_remove", "replace"])
+def test_P10_decision_noise_of_every_tree_fits_its_share(decisions, notion) -> None:
+    """Every PrivTree of a real adaptive run (block and step summaries, any depth): its root
+    decides between 0 and 1 record with loss exactly 1/λ (the leaf probabilities' ratio
+    p^−GRID, P10), so 1/λ ≤ ε_s is necessary for the whole tree to cost ε_s — ε_s from the
+    documented shares, computed here. Deterministic (no false alarm); a 4× smaller λ gives
+    about 1.7 ε_s."""
+    share = SHARES[("adaptive", notion)]
+    synth = OnlineSynthesizer(2, EPSILON, KEY, 20, "adaptive", 8, neighbours=notion)
+    points = np.random.default_rng(5).random((8 * 40, 2))  # public test data
+    for step in range(8):  # blocks 0-2 close (steps 1, 3, 7); step summaries between
+        synth.add(points[step * 40:(step + 1) * 40])
+        synth.step()
+    kinds = set()
+    for lam, context in decisions:
+        kind = "block" if "block" in context else "step"
+        kinds.add(kind)
+        allowed = share["decisions"] if kind == "block" else share["steps"] * STEP_DECISIONS
+        assert 1 / lam <= allowed * EPSILON * TOLERANCE, (context, 1 / lam, allowed)
+    assert kinds == {"block", "step"}
+
+
 # -- accurate mode (P8) ------------------------------------------------------------------------
 
 
@@ -184,7 +194,7 @@ def test_P8_accurate_cells_spend_their_scheduled_epsilon(draws) -> None:
     clock = TickClock(epsilon=EPSILON, release_every=every)
     spent: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
     for scale, context, _ in draws:
-        j, r = int(_after(context, "depth")), int(_after(context, "level"))
+        j, r = int(after(context, "depth")), int(after(context, "level"))
         if context[-1] == "end":
             spent[j, r]["end"] = 1 / scale
         elif context[-1] == "bm":
@@ -193,6 +203,28 @@ def test_P8_accurate_cells_spend_their_scheduled_epsilon(draws) -> None:
     assert any("bm" in s for s in spent.values()) and any("end" in s for s in spent.values())
     for (j, r), parts in spent.items():
         allowed = _accurate_epsilon(d, EPSILON, max_depth, j, r)
+        assert sum(parts.values()) <= allowed * TOLERANCE, (j, r, parts, allowed)
+
+
+def test_P5_paper_level_counters_spend_their_scheduled_epsilon(draws) -> None:
+    """HVZ Alg 1 (``paper``): per cell depth j and time level r, the level counters' threshold
+    noise (1/scale, the sparse vector's share: P3), Binary Mechanism (a segment in L nodes)
+    and end-of-level count (1/scale) together within ε_{j,r} of the schedule the accounting
+    checked (P1, P5): the budget handed to the counters is the one accounted. Deterministic:
+    no false alarm."""
+    d, every = 2, 20
+    synth = OnlineSynthesizer(d, EPSILON, KEY, every, "paper", 6)
+    synth.extend(np.random.default_rng(4).random((3000, d)))
+    schedule = paper_schedule(d, EPSILON)
+    clock = TickClock(epsilon=EPSILON, release_every=every)
+    spent: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
+    for scale, context, _ in draws:
+        j, r, kind = int(after(context, "cells")), int(after(context, "level")), context[-1]
+        levels = int(clock.ticks_in_level(r)).bit_length() if kind == "bm" else 1
+        spent[j, r][kind] = max(spent[j, r].get(kind, 0.0), levels / scale)
+    assert {kind for parts in spent.values() for kind in parts} == {"thr", "bm", "end"}
+    for (j, r), parts in spent.items():
+        allowed = schedule.level_epsilon(j, r)
         assert sum(parts.values()) <= allowed * TOLERANCE, (j, r, parts, allowed)
 
 
@@ -211,6 +243,44 @@ def test_P7_pmm_draws_spend_at_most_epsilon(draws, notion, hint) -> None:
     size = sum(1 / scale for scale, ctx, _ in draws if ctx[-1] == "size")
     assert levels and (size > 0) == (notion == "add_remove" and hint is None)
     assert cells_changed * sum(levels.values()) + size <= EPSILON * TOLERANCE
+
+
+@pytest.mark.parametrize("notion", ["add_remove", "replace"])
+def test_P7b_psmm_draws_spend_at_most_epsilon(draws, notion) -> None:
+    """PSMM: one record changes one cell by one (two cells under replacement): c/σ plus the
+    noisy size (add/remove) within ε. Deterministic: no false alarm."""
+    points = np.random.default_rng(7).random((300, 2))
+    psmm_measure(points, EPSILON, KEY, neighbours=notion)
+    cells = [1 / scale for scale, ctx, _ in draws if "cell" in ctx]
+    size = sum(1 / scale for scale, ctx, _ in draws if ctx[-1] == "size")
+    assert cells and (size > 0) == (notion == "add_remove")
+    changed = 2 if notion == "replace" else 1
+    assert changed * max(cells) + size <= EPSILON * TOLERANCE
+
+
+#: docs/privacy.md P7b: a real query is released as g·(⌊q/g⌋ + Z) + g/2, g = Δ/1024, so ⌊q/g⌋
+#: is an integer query of sensitivity at most 1025.
+GRID_SENSITIVITY = 1025
+
+
+def test_P7b_lowdim_draws_spend_at_most_epsilon(draws) -> None:
+    """lowdim (Alg 5, replacement): the covariance and the mean each within ε/3 — every
+    released entry an integer query of sensitivity 1025 (P7b), loss Σ 1025/s — and the
+    synthesis on the projected points (PMM or PSMM under replacement: two cells per level, or
+    two cells) within ε/3. Deterministic: no false alarm."""
+    points = np.random.default_rng(8).random((600, 3))
+    lowdim_release(points, EPSILON, KEY, 2, neighbours="replace")
+    spent: dict[str, float] = defaultdict(float)
+    for scale, context, n in draws:
+        part = context[1]  # ("lowdim", "cov" | "mean" | "pmm" | "psmm", ...)
+        if part in ("cov", "mean"):
+            spent[part] += n * GRID_SENSITIVITY / scale
+        elif "level" in context:  # PMM: the moved record changes two cells of each level
+            spent[part] += 2 / scale
+        else:  # PSMM: two cells
+            spent[part] = max(spent[part], 2 / scale)
+    assert {"cov", "mean"} <= set(spent) and len(spent) == 3, spent
+    assert all(v <= EPSILON / 3 * TOLERANCE for v in spent.values()), spent
 
 
 # -- tabular (P12) -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ in :mod:`dpsynth.cli.audit` (they drive the command code) and the worker's in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,11 +34,14 @@ from dpsynth.audit.measures import (
     table_statistics,
 )
 from dpsynth.contract import Synthesizer, feed_all
+from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
 from dpsynth.offline.lowdim import lowdim_release
 from dpsynth.offline.pmm import pmm_leaves
 from dpsynth.offline.psmm import psmm_measure
+from dpsynth.online.guided import GuidedMechanism
 from dpsynth.online.mechanism import AUTO, MECHANISMS, step_mechanisms
+from dpsynth.online.refinement import refine_share
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import Release, TabularRelease, encode_release, encode_tabular_release
 from dpsynth.tabular.domain import Domain
@@ -49,6 +52,16 @@ from dpsynth.tabular.synthesizer import TabularSynthesizer
 AUDIT_EPSILON = 1.0
 #: Tree depth cap of the audited runs (small inputs: deeper levels would hold noise only).
 AUDIT_MAX_DEPTH = 8
+#: Per-record ε of the ``guided`` entries that exercise its paid refinement: the least at
+#: which block 0's summary ε reaches REFINE_FROM = 32 (0.9ε add/remove, ε/2 replace), rounded
+#: up. Far above what 100 keys can resolve (docs/privacy.md P14 "Power"): these entries show the
+#: refined path publishes nothing constant per input and runs through the public entry point.
+REFINED_EPSILON = {"add_remove": 36.0, "replace": 64.0}
+#: The noisy outputs of a point release (:attr:`EntryPoint.noisy_outputs`): its size, depth and
+#: leaf counts and what encodes them (chunk sizes and counts, record lengths, the digest).
+POINT_OUTPUTS = frozenset(f"release.record.{name}" for name in (
+    "t", "metadata.t", "depth", "metadata.depth", "cells", "counts", "n_chunks", "bytes",
+    "sha256")) | {"release.records"}
 NOTIONS = ("replace", "add_remove")
 
 
@@ -80,6 +93,11 @@ class EntryPoint:
     #: The neighbours of D, when not the record-level ones of :func:`inputs.neighbours`
     #: (the privacy unit "user": :mod:`dpsynth.audit.users`).
     pairs: Callable[[AuditInput], list[Neighbour]] | None = field(default=None)
+    #: Kinds of fields (:func:`~dpsynth.audit.fields.field_kind`) that are the mechanism's
+    #: noisy outputs and that (a) cannot judge at this entry's ε: far above 1 an ε-DP output
+    #: may well be constant per input (false-alarm bound ≈ 1). Their deterministic
+    #: differences are reported, not failed; every other field is judged as usual.
+    noisy_outputs: frozenset[str] = frozenset()
 
     def outputs(self, inputs: Sequence[AuditInput],
                 keys: Sequence[bytes]) -> list[list[Output]]:
@@ -125,18 +143,33 @@ def drive(synth: Synthesizer[Any], data: AuditInput) -> list[Any]:
     return feed_all(synth, chunks, steps=synth.neighbours == "add_remove")
 
 
-def online_entry(mechanism: str, notion: str, d: int = 2) -> EntryPoint:
+def online_entry(mechanism: str, notion: str, d: int = 2, epsilon: float = AUDIT_EPSILON,
+                 suffix: str = "") -> EntryPoint:
     """``OnlineSynthesizer(mechanism=…, neighbours=…)``: add + step per step (add/remove), or
     ``extend`` with a release every step's records (replacement)."""
 
     def run(data: AuditInput, key: bytes) -> Output:
-        synth = OnlineSynthesizer(d, AUDIT_EPSILON, key, PER_STEP, mechanism,
+        synth = OnlineSynthesizer(d, epsilon, key, PER_STEP, mechanism,
                                   AUDIT_MAX_DEPTH, neighbours=notion)
         return point_releases_output(drive(synth, data), key)
 
-    name = f"library:{mechanism}:{notion}" + ("" if d == 2 else f":d{d}")
+    name = f"library:{mechanism}:{notion}" + ("" if d == 2 else f":d{d}") + suffix
     return EntryPoint(name, notion, lambda: point_input(d), run,
-                      release_statistics)
+                      release_statistics, epsilon=epsilon)
+
+
+def refined_entry(notion: str) -> EntryPoint:
+    """``guided`` at :data:`REFINED_EPSILON`, where block 0's summary (the first step, which
+    two of the neighbours change) pays for a PrivTree refinement (docs/privacy.md P16) — a
+    ConfigError here if a change of the shares or of REFINE_FROM stopped that."""
+    epsilon = REFINED_EPSILON[notion]
+    budget = GuidedMechanism.budget_for(epsilon, notion)
+    block0 = budget.counts + budget.steps  # block 0 has no time nodes: both shares
+    if refine_share(block0) == 0.0:
+        raise ConfigError(f"the refined audit entry ({notion}) no longer refines at "
+                          f"epsilon={epsilon}: raise REFINED_EPSILON in dpsynth.audit.entries")
+    return replace(online_entry("guided", notion, epsilon=epsilon, suffix=":refined"),
+                   noisy_outputs=POINT_OUTPUTS)
 
 
 def offline_entry(method: str, notion: str) -> EntryPoint:
@@ -199,6 +232,7 @@ def library_entries() -> list[EntryPoint]:
     entries = [online_entry(m, "replace") for m in (*MECHANISMS, AUTO)]
     entries += [online_entry(m, "add_remove") for m in (*step_mechanisms(), AUTO)]
     entries += [online_entry("auto", n, d=1) for n in NOTIONS]  # d = 1: auto is guided
+    entries += [refined_entry(n) for n in NOTIONS]  # guided's paid refinement (P16)
     entries += [offline_entry(m, n) for m in ("pmm", "psmm") for n in NOTIONS]
     entries += [offline_entry("lowdim", "replace")]
     entries += [tabular_entry(n) for n in NOTIONS]

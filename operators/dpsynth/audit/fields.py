@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,15 @@ def deterministic_differences(on_d: Sequence[Fields], on_neighbour: Sequence[Fie
         if constant_n and value_n != value_d:
             found.append(Difference(name, value_d, value_n, pair))
     return found
+
+
+def field_kind(name: str) -> str:
+    """A field's name without its indices: the kind of published value it is.
+
+    >>> field_kind("release[3].record[0].metadata.t")
+    'release.record.metadata.t'
+    """
+    return re.sub(r"\[\d+\]", "", name)
 
 
 def false_alarm_bound(epsilon: float, keys: int) -> float:

@@ -3,7 +3,8 @@
 Layer: audit. :func:`audit_entry` runs D and every neighbour D′ of the entry's notion
 (:mod:`dpsynth.audit.inputs`) under the same keys, then reports
 
-(a) every **deterministic difference** (:mod:`dpsynth.audit.fields`): any fails;
+(a) every **deterministic difference** (:mod:`dpsynth.audit.fields`): any fails, except in
+    the fields an entry declares noisy outputs too exact at its ε to judge (reported);
 (b) the **empirical ε lower bound** of every statistic on every pair
     (:mod:`dpsynth.audit.stats`, held-out thresholds, Clopper–Pearson, Bonferroni over the
     entry's tests): the entry fails if the largest exceeds the configured ε.
@@ -22,7 +23,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpsynth.audit.entries import EntryPoint
-from dpsynth.audit.fields import Difference, deterministic_differences, false_alarm_bound
+from dpsynth.audit.fields import (
+    Difference,
+    deterministic_differences,
+    false_alarm_bound,
+    field_kind,
+)
 from dpsynth.audit.inputs import neighbours
 from dpsynth.audit.stats import ALPHA, Bound, held_out_bound, max_certifiable
 
@@ -51,6 +57,8 @@ class EntryReport:
     alpha: float = ALPHA
     pairs: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)  # runs that failed (non-zero exit codes)
+    #: Deterministic differences in fields declared noisy outputs (not judged at this ε).
+    unjudged: list[Difference] = field(default_factory=list)
 
     @property
     def epsilon_lower(self) -> float:
@@ -79,6 +87,10 @@ class EntryReport:
                f"{self.seconds:.1f} s): {len(self.differences)} deterministic differences; "
                f"ε lower bound {self.epsilon_lower:.3f} (at most {self.certifiable:.2f} "
                f"certifiable, {1 - self.alpha:.0%} confidence)"]
+        if self.unjudged:
+            kinds = sorted({field_kind(d.field) for d in self.unjudged})
+            out.append(f"  not judged at ε = {self.epsilon:g}: {len(self.unjudged)} "
+                       f"deterministic differences in noisy outputs ({', '.join(kinds)})")
         out += [f"  broken: {b}" for b in self.broken[:5]]
         out += [f"  deterministic: {d.describe()}" for d in self.differences[:20]]
         if len(self.differences) > 20:
@@ -116,8 +128,11 @@ def audit_entry(entry: EntryPoint, keys: Sequence[bytes], *,
     tests = max(len(samples), 1)
     bounds = [held_out_bound(name, pair, a, b, tests, alpha) for name, pair, a, b in samples]
     differences.sort(key=lambda d: (d.field.count("."), d.field))  # top-level fields first
-    return EntryReport(entry.name, entry.notion, entry.epsilon, len(keys), differences, bounds,
-                       time.monotonic() - started, alpha, [p.name for p in pairs], broken)
+    unjudged = [d for d in differences if field_kind(d.field) in entry.noisy_outputs]
+    judged = [d for d in differences if field_kind(d.field) not in entry.noisy_outputs]
+    return EntryReport(entry.name, entry.notion, entry.epsilon, len(keys), judged, bounds,
+                       time.monotonic() - started, alpha, [p.name for p in pairs], broken,
+                       unjudged)
 
 
 def markdown_table(reports: Iterable[EntryReport]) -> str:

@@ -200,7 +200,9 @@ def command_entries() -> list[EntryPoint]:
 
 
 def all_entries(broker: str | None = None) -> list[EntryPoint]:
-    """Every entry point: the library, the commands and the worker (a broker when run)."""
+    """Every entry point: the library (record and user level), the commands and the worker
+    (record and user level; a broker when run)."""
+    from dpsynth.audit.users import user_entries
     from dpsynth.audit.worker import worker_entry
 
     def bootstrap() -> str:
@@ -210,9 +212,10 @@ def all_entries(broker: str | None = None) -> list[EntryPoint]:
 
         return bootstrap_servers()
 
-    return [*library_entries(), *command_entries(),
+    return [*library_entries(), *user_entries(), *command_entries(),
             *(worker_entry(n, bootstrap, engine=e) for e in ("points", "tabular")
-              for n in NOTIONS)]
+              for n in NOTIONS),
+            *(worker_entry(n, bootstrap, unit="user") for n in NOTIONS)]
 
 
 def _selected(entries: list[EntryPoint], patterns: Sequence[str]) -> list[EntryPoint]:

@@ -1,0 +1,69 @@
+"""Spies on the noise a real run draws, for the overspending tests (tests/statistical).
+
+Fixtures that record what the product asks the sampler for — never a mock: every draw is the
+real one, only noted on the way (docs/privacy.md P14):
+
+``draws``
+    every discrete Laplace draw through ``KeyedNoise.discrete_laplace_at``: its scale, noise
+    address (context) and number of values;
+``decisions``
+    every PrivTree built by the compiled descent: its decision noise λ (in counts) and its
+    "split" address.
+
+Use them in a test module by importing them (``from tests.support.spies import draws``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from dpsynth.noise import KeyedNoise
+from dpsynth.online import privtree
+
+
+@pytest.fixture
+def draws(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[float, tuple, int]]]:
+    """Every discrete Laplace draw made meanwhile: (scale, context, number of draws)."""
+    seen: list[tuple[float, tuple, int]] = []
+    real = KeyedNoise.discrete_laplace_at
+
+    def spy(self, scale, context, streams, events):  # type: ignore[no-untyped-def]
+        out = real(self, scale, context, streams, events)
+        seen.append((float(scale), tuple(context), int(np.size(out))))
+        return out
+
+    monkeypatch.setattr(KeyedNoise, "discrete_laplace_at", spy)
+    yield seen
+
+
+@pytest.fixture
+def decisions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[float, tuple]]]:
+    """Every PrivTree built meanwhile: (its decision noise λ in counts, its split context).
+
+    A spy around the compiled descent (it receives the rounded-up scale σ = λ·GRID as t/s and
+    the subkey of the tree's "split" context, mapped back to the context by a spy on
+    ``KeyedNoise.subkey``)."""
+    seen: list[tuple[float, tuple]] = []
+    contexts: dict[bytes, tuple] = {}
+    real_subkey, real_descend = KeyedNoise.subkey, privtree._descend
+
+    def subkey(self, context):  # type: ignore[no-untyped-def]
+        words = real_subkey(self, context)
+        contexts[words.tobytes()] = tuple(context)
+        return words
+
+    def descend(key, t, s, *rest):  # type: ignore[no-untyped-def]
+        seen.append((int(t) / int(s) / privtree.GRID, contexts[key.tobytes()]))
+        return real_descend(key, t, s, *rest)
+
+    monkeypatch.setattr(KeyedNoise, "subkey", subkey)
+    monkeypatch.setattr(privtree, "_descend", descend)
+    yield seen
+
+
+def after(context: tuple, label: str) -> object:
+    """The item of a noise address that follows ``label``."""
+    return context[context.index(label) + 1]
