@@ -14,6 +14,9 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
     worker");
 ``topics``
     ``dpsynth topics import`` / ``export`` of a recording of 10^6 records ("Topic recordings");
+``concentrated``
+    the concentrated panel (issue 31): the default against offline PMM and PHDStream on
+    streams with most records in a tiny corner (docs/benchmarks-concentrated.md);
 ``drift``
     accuracy under drift: every mechanism against offline PMM on stationary and drifting
     streams ("Accuracy of the default", "Accuracy by mechanism", "Accuracy under drift");
@@ -319,6 +322,56 @@ def drift_bench(streams: str, ds: str, ts: str, epsilons: str, mechanisms: str, 
                         tuple(int(v) for v in ts.split(",")), tuple(mechanisms.split(",")),
                         _floats(epsilons), tuple(notions.split(",")), seeds)
     run_panel(cases, json_path, workers)
+
+
+@main.command(name="concentrated")
+@click.option("--streams", default="held-out", show_default=True,
+              help="Stream names, or tuning, held-out or all (benchmarks.concentrated_streams).")
+@click.option("--methods", default="auto,pmm,phdstream", show_default=True,
+              help="dpsynth mechanisms (auto, guided, …), pmm and phdstream.")
+@click.option("--epsilons", default="0.1,1,10", show_default=True)
+@click.option("--notions", default="replace,add_remove", show_default=True)
+@click.option("--keys", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--t", "ts", default="4000,6000,8000,10000,14000,20000", show_default=True)
+@click.option("--exact/--no-exact", default=True, show_default=True,
+              help="Exact ℓ∞ W1 (POT) at t = 4000 (≈ 3 s a release).")
+@click.option("--ours", default="auto", show_default=True, help="The method the ratios are of.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--from-json", "from_json", type=click.Path(exists=True, dir_okay=False,
+                                                          path_type=Path),
+              help="Summarise saved rows instead of running (several runs: repeat the option).",
+              multiple=True)
+def concentrated_bench(streams: str, methods: str, epsilons: str, notions: str, keys: int,
+                       ts: str, exact: bool, ours: str, workers: int, json_path: Path | None,
+                       from_json: tuple[Path, ...]) -> None:
+    """The concentrated panel: default vs offline PMM vs PHDStream (issue 31)."""
+    from benchmarks import concentrated as bench
+
+    if from_json:
+        rows = [r for path in from_json for r in bench.load(path)]
+    else:
+        names = {"tuning": tuple(bench.TUNING), "held-out": tuple(bench.HELD_OUT),
+                 "all": tuple(bench.PANEL)}.get(streams, tuple(streams.split(",")))
+        jobs = bench.panel_jobs(names, tuple(methods.split(",")), _floats(epsilons),
+                                tuple(notions.split(",")), keys,
+                                tuple(int(v) for v in ts.split(",")), exact)
+        console = Console(stderr=True)
+        rows = bench.run_jobs(jobs, workers, lambda i, n: console.print(f"{i}/{n}", end="\r"))
+        if json_path is not None:
+            bench.save(rows, json_path)
+    print(bench.markdown(bench.summarise(rows, ours), ours))
+    if any("exact" in r for r in rows):
+        print()
+        print(bench.markdown(bench.summarise(rows, ours, "exact"), ours, "exact"))
+    print()
+    print("| stream | t | ε | notion | method | bias x (t) | bias y (t) | same sign x/y |")
+    print("|---|---:|---:|---|---|---:|---:|---|")
+    for b in bench.bias_table(rows):
+        print(f"| {b['stream']} | {b['t']:,} | {b['epsilon']:g} | {b['neighbours']} | "
+              f"{b['method']} | {b['mean'][0]:+.5f} ({b['tstat'][0]:+.1f}) | "
+              f"{b['mean'][1]:+.5f} ({b['tstat'][1]:+.1f}) | "
+              f"{'/'.join('yes' if s else 'no' for s in b['same_sign'])} |")
 
 
 @main.command(name="mutation")
