@@ -30,8 +30,11 @@ is how a block's records are summarised while it is open and when it closes:
   refinement of both partitions at the rest: 1.00× PMM at ε = 10⁴, d = 1, 2, 3. Every summary
   at a per-record ε ≤ 16 is below 32, so those releases are unchanged.
 * **Release** (post-processing, P6): the completed blocks and the open block's cover, each
-  clipped at a floor of one noise scale (d = 1) or two (d ≥ 2) and scaled to its size (public; the
-  pooled noisy sizes under add/remove), summed, then every leaf's mass is spread inside the leaf
+  clipped at a floor of one noise scale (d = 1) or two (d ≥ 2) — higher where the summary's guide
+  expected no record, so that pure noise keeps about half a leaf per summary
+  (:mod:`dpsynth.online.floors`: the phantom mass of empty leaves was the coarse part of the
+  error and a bias toward the centre on concentrated streams) — and scaled to its size (public;
+  the pooled noisy sizes under add/remove), summed, then every leaf's mass is spread inside the leaf
   like that sum (one step of the EM algorithm for a common density: fine structure seen by one
   summary sharpens the others' coarse leaves), and rounded by systematic sampling.
 
@@ -55,6 +58,7 @@ from dpsynth._types import CellIds, Counts, LeafCounts
 from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
 from dpsynth.online.block_budget import GUIDED_STEP_SHARE, BlockBudget, block_budget
 from dpsynth.online.em import em_density, stacked_parts
+from dpsynth.online.floors import floored_counts, neighbourhood_guide_mass
 from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.refinement import refined_partition
 from dpsynth.online.rounding import Floats, block_intervals, mass_depth, union_grid
@@ -263,11 +267,13 @@ class GuidedMechanism(StepMechanism):
         public = float(records.size) if self.budget.neighbours == "replace" else None
         starts, widths, depth = np.zeros(1, np.int64), np.ones(1), 0
         density = np.array([public if public is not None else expected])
+        guide = None
         if guides:
             depth, starts, widths, density = self._pooled(guides)
             mass = float((density * widths).sum())
             if public is not None and mass > 0:  # the size is public: the guide's shape only
                 density, mass = density * (public / mass), public
+            guide = density
             # a uniform prior: where the guide saw nothing the records of this summary may
             # still be (a stream that moves); as ε grows every region is split finely
             density = density + UNIFORM_PRIOR * mass / float(1 << depth)
@@ -278,6 +284,9 @@ class GuidedMechanism(StepMechanism):
         counts = noisy_leaf_counts(records, None, depths, prefixes, epsilon, self._noise,
                                    context, address_depth=self.max_depth)  # privacy: P16
         floor = self._floor_scales / epsilon
+        if guide is not None:  # where the guide expects nothing, a floor against phantoms
+            near = neighbourhood_guide_mass(starts, guide, widths, depth, depths, prefixes)
+            counts = floored_counts(counts, near, epsilon, floor)
         kept = float(np.where(counts > floor, counts, 0).sum())
         return {"depths": depths, "prefixes": prefixes, "counts": counts,
                 "size": public if public is not None else kept, "floor": floor,

@@ -1,0 +1,103 @@
+"""Floors of guided summaries where the guide expects no record: phantom mass kept in check.
+
+Layer: core, post-processing only (privacy: P6). A guided summary's partition covers the whole
+cube, and where the guide (released summaries, plus a uniform prior) saw nothing it still has
+leaves, each with its own noise Lap_Z(1/ε). A leaf is kept when its noisy count exceeds a floor
+of a few noise scales (:data:`dpsynth.online.guided.LEAF_FLOOR_SCALES`), so of K empty leaves
+about K·P(Lap_Z ≥ floor) survive, each with a few records of pure noise: phantom mass spread
+over empty space. On concentrated data most leaves are empty, and the phantom mass is the
+coarse part of the W1 error and a bias toward the cube's centre that no t removes
+(docs/benchmarks-concentrated.md).
+
+So a leaf whose *neighbourhood* — its ancestor :data:`NEIGHBOURHOOD` tree levels up — holds
+less than :data:`EXPECTED_EMPTY` records of guide mass is held to a higher floor: the smallest
+integer m with K_e · P(Lap_Z(1/ε) ≥ m) ≤ :data:`FALSE_LEAVES`, where K_e is the number of such
+leaves in the summary and P(Z ≥ m) = p^m/(1 + p), p = e^{−ε} (a multiple-testing bound on the
+largest noise, as in the universal threshold of Donoho and Johnstone 1994), so that pure noise
+keeps about FALSE_LEAVES such leaves per summary. The neighbourhood, not the leaf: a fine guide
+of a few hundred records is zero in most of its own fine cells even on uniform data, where
+records still arrive next to the guide's. Other leaves keep the plain floor. A fresh cluster
+where the guide saw nothing is kept once it holds about m records; below that, this summary
+drops it (the next summaries, guided by this one, see it again).
+
+Privacy: a function of the noisy counts, the partition and the guide (released summaries) and
+of ε (public): post-processing (docs/privacy.md P6, P16); no record is read.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+#: A leaf whose neighbourhood holds less guide mass than this many records is "expected empty".
+EXPECTED_EMPTY = 0.5
+#: The neighbourhood of a leaf: its ancestor this many tree levels up (4 times its volume).
+NEIGHBOURHOOD = 2
+#: The expected number of expected-empty leaves of one summary that pure noise keeps.
+FALSE_LEAVES = 0.1
+
+
+def neighbourhood_guide_mass(starts: np.ndarray, density: np.ndarray, widths: np.ndarray,
+                             depth: int, depths: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
+    """The guide's mass in each leaf's neighbourhood (its ancestor :data:`NEIGHBOURHOOD` tree
+    levels up, or the cube): :func:`leaf_guide_mass` of the ancestors."""
+    up = np.minimum(np.asarray(depths, np.int64), NEIGHBOURHOOD)
+    return leaf_guide_mass(starts, density, widths, depth, np.asarray(depths, np.int64) - up,
+                           np.asarray(prefixes, np.uint64) >> up.astype(np.uint64))
+
+
+def leaf_guide_mass(starts: np.ndarray, density: np.ndarray, widths: np.ndarray, depth: int,
+                    depths: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
+    """The guide's mass in each cell (depths, Morton prefixes), the guide a
+    piecewise-constant density on Morton intervals of depth ``depth`` (``starts``, ``widths``,
+    mass per depth-``depth`` cell)."""
+    return _leaf_masses(np.asarray(starts, np.float64), np.asarray(density, np.float64),
+                        np.asarray(widths, np.float64), depth, np.asarray(depths, np.int64),
+                        np.asarray(prefixes, np.uint64))
+
+
+@njit(cache=True)
+def _leaf_masses(starts, density, widths, depth, depths, prefixes):  # type: ignore[no-untyped-def]
+    cum = np.zeros(starts.size + 1, np.float64)
+    for i in range(starts.size):
+        cum[i + 1] = cum[i] + density[i] * widths[i]
+    out = np.empty(depths.size, np.float64)
+    for j in range(depths.size):
+        span = 2.0 ** (depth - depths[j])  # in depth-`depth` cells (fractional if deeper)
+        low = float(prefixes[j]) * span
+        out[j] = _below(starts, density, cum, low + span) - _below(starts, density, cum, low)
+    return out
+
+
+@njit(cache=True)
+def _below(starts, density, cum, x):  # type: ignore[no-untyped-def]
+    i = min(max(np.searchsorted(starts, x, side="right") - 1, 0), starts.size - 1)
+    return cum[i] + density[i] * (x - starts[i])
+
+
+def empty_floor(epsilon: float, empty_leaves: int) -> int:
+    """The smallest integer m with ``empty_leaves`` · P(Lap_Z(1/ε) ≥ m) ≤ :data:`FALSE_LEAVES`
+    (0 without such leaves).
+
+    >>> empty_floor(1.0, 100), empty_floor(0.36, 100), empty_floor(10.0, 100)
+    (7, 18, 1)
+    """
+    if empty_leaves <= 0:
+        return 0
+    log_p = -float(epsilon)
+    bound = math.log(FALSE_LEAVES * (1.0 + math.exp(log_p)) / empty_leaves)
+    return max(int(math.ceil(bound / log_p)), 0) if bound < 0 else 0
+
+
+def floored_counts(counts: np.ndarray, guide_mass: np.ndarray, epsilon: float,
+                   floor: float) -> np.ndarray:
+    """``counts`` with every expected-empty leaf (``guide_mass``: of its neighbourhood) whose
+    count is below :func:`empty_floor` set to 0 (the others unchanged: the plain ``floor`` is
+    applied where they are read)."""
+    empty = guide_mass < EXPECTED_EMPTY
+    m = empty_floor(epsilon, int(empty.sum()))
+    if m <= floor:
+        return counts
+    return np.where(empty & (counts < m), 0, counts).astype(counts.dtype)

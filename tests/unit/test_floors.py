@@ -1,0 +1,81 @@
+"""dpsynth.online.floors: the floor of leaves where the guide expects no record (issue 31)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpsynth.noise import KeyedNoise
+from dpsynth.online.floors import (
+    EXPECTED_EMPTY,
+    FALSE_LEAVES,
+    NEIGHBOURHOOD,
+    empty_floor,
+    floored_counts,
+    leaf_guide_mass,
+    neighbourhood_guide_mass,
+)
+
+
+@pytest.mark.parametrize("epsilon", [0.05, 0.36, 1.0, 3.0, 10.0])
+@pytest.mark.parametrize("leaves", [1, 30, 1000])
+def test_empty_floor_is_the_smallest_integer_within_the_false_leaf_budget(epsilon: float,
+                                                                          leaves: int) -> None:
+    p = np.exp(-epsilon)
+    m = empty_floor(epsilon, leaves)
+    assert leaves * p**m / (1 + p) <= FALSE_LEAVES * (1 + 1e-12)
+    assert m == 0 or leaves * p ** (m - 1) / (1 + p) > FALSE_LEAVES
+
+
+def test_pure_noise_keeps_about_the_false_leaf_budget() -> None:
+    """2,000 summaries of 200 empty leaves at ε = 0.36 (exact Lap_Z draws): the leaves kept
+    per summary average ≤ FALSE_LEAVES (binomial sd of the mean ≈ 0.016)."""
+    epsilon, leaves, summaries = 0.36, 200, 2000
+    noise = KeyedNoise(bytes(32)).discrete_laplace_at(
+        1 / epsilon, ("floors",), np.arange(leaves * summaries), 0).reshape(summaries, leaves)
+    kept = [np.count_nonzero(floored_counts(row, np.zeros(leaves), epsilon, 2 / epsilon) >
+                             2 / epsilon) for row in noise]
+    assert np.mean(kept) <= FALSE_LEAVES + 0.05
+
+
+def test_only_expected_empty_leaves_below_the_floor_are_zeroed() -> None:
+    """50 expected-empty leaves (counts −5 … 44) and 50 expected ones (the same counts)."""
+    counts = np.tile(np.arange(-5, 45), 2)
+    guide = np.repeat([EXPECTED_EMPTY - 0.01, EXPECTED_EMPTY], 50)
+    m = empty_floor(0.5, 50)
+    assert m > 2 / 0.5  # above the plain floor, so the rule acts
+    out = floored_counts(counts, guide, 0.5, 2 / 0.5)
+    assert out[:50].tolist() == [c if c >= m else 0 for c in range(-5, 45)]
+    assert out[50:].tolist() == counts[50:].tolist()
+    assert out.dtype == counts.dtype
+    assert floored_counts(counts, guide, 0.5, m).tolist() == counts.tolist()  # m ≤ floor
+
+
+def test_leaf_guide_mass_matches_the_guide_cell_by_cell() -> None:
+    """Leaves coarser and finer than the guide's depth (3) against a dense sum at depth 6."""
+    rng = np.random.default_rng(1)
+    starts = np.array([0, 2, 3, 6])
+    density = rng.random(4) * 10
+    widths = np.diff(np.append(starts, 8)).astype(float)
+    dense = np.repeat(density, widths.astype(int) * 8) / 8  # per depth-6 cell
+    depths = np.array([1, 3, 4, 4, 6, 6, 5, 4, 3], np.int64)
+    prefixes = np.array([0, 4, 10, 11, 48, 49, 25, 13, 7], np.uint64)
+    got = leaf_guide_mass(starts, density, widths, 3, depths, prefixes)
+    want = [dense[int(p) << (6 - k):(int(p) + 1) << (6 - k)].sum() for k, p in
+            zip(depths, prefixes, strict=True)]
+    assert np.allclose(got, want)
+    assert np.isclose(got.sum(), (density * widths).sum())  # the leaves partition the cube
+
+
+def test_a_leafs_neighbourhood_is_its_ancestor_two_levels_up() -> None:
+    """A fine guide of few records is zero in most of its fine cells; the neighbourhood (the
+    ancestor NEIGHBOURHOOD levels up, or the cube) is what decides "expected empty"."""
+    starts, density = np.array([0, 16, 17]), np.array([0.0, 3.0, 0.0])  # depth 5: one cell
+    widths = np.diff(np.append(starts, 32)).astype(float)
+    depths = np.array([1, 5, 5, 5, 5], np.int64)
+    prefixes = np.array([0, 16, 17, 19, 20], np.uint64)
+    near = neighbourhood_guide_mass(starts, density, widths, 5, depths, prefixes)
+    own = leaf_guide_mass(starts, density, widths, 5, depths, prefixes)
+    assert own.tolist() == [0.0, 3.0, 0.0, 0.0, 0.0]
+    assert near.tolist() == [3.0, 3.0, 3.0, 3.0, 0.0]  # up to depth 3 (depth 1: the cube)
+    assert NEIGHBOURHOOD == 2
