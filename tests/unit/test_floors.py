@@ -14,6 +14,7 @@ from dpsynth.online.floors import (
     floored_counts,
     leaf_guide_mass,
     neighbourhood_guide_mass,
+    self_empty,
 )
 
 
@@ -33,7 +34,7 @@ def test_pure_noise_keeps_about_the_false_leaf_budget() -> None:
     epsilon, leaves, summaries = 0.36, 200, 2000
     noise = KeyedNoise(bytes(32)).discrete_laplace_at(
         1 / epsilon, ("floors",), np.arange(leaves * summaries), 0).reshape(summaries, leaves)
-    kept = [np.count_nonzero(floored_counts(row, np.zeros(leaves), epsilon, 2 / epsilon) >
+    kept = [np.count_nonzero(floored_counts(row, np.ones(leaves, bool), epsilon, 2 / epsilon) >
                              2 / epsilon) for row in noise]
     assert np.mean(kept) <= FALSE_LEAVES + 0.05
 
@@ -44,11 +45,11 @@ def test_only_expected_empty_leaves_below_the_floor_are_zeroed() -> None:
     guide = np.repeat([EXPECTED_EMPTY - 0.01, EXPECTED_EMPTY], 50)
     m = empty_floor(0.5, 50)
     assert m > 2 / 0.5  # above the plain floor, so the rule acts
-    out = floored_counts(counts, guide, 0.5, 2 / 0.5)
+    out = floored_counts(counts, guide < EXPECTED_EMPTY, 0.5, 2 / 0.5)
     assert out[:50].tolist() == [c if c >= m else 0 for c in range(-5, 45)]
     assert out[50:].tolist() == counts[50:].tolist()
     assert out.dtype == counts.dtype
-    assert floored_counts(counts, guide, 0.5, m).tolist() == counts.tolist()  # m ≤ floor
+    assert floored_counts(counts, guide < EXPECTED_EMPTY, 0.5, m).tolist() == counts.tolist()
 
 
 def test_leaf_guide_mass_matches_the_guide_cell_by_cell() -> None:
@@ -79,3 +80,17 @@ def test_a_leafs_neighbourhood_is_its_ancestor_two_levels_up() -> None:
     assert own.tolist() == [0.0, 3.0, 0.0, 0.0, 0.0]
     assert near.tolist() == [3.0, 3.0, 3.0, 3.0, 0.0]  # up to depth 3 (depth 1: the cube)
     assert NEIGHBOURHOOD == 2
+
+
+def test_a_summary_without_guide_finds_empty_neighbourhoods_in_its_own_counts() -> None:
+    """256 leaves of depth 8 with Lap_Z(1/0.9) noise: records spread 2 a leaf (uniform) leave no
+    neighbourhood (16 leaves) below 2 sd; 500 records in 4 leaves leave every neighbourhood
+    but theirs expected empty."""
+    depths, prefixes = np.full(256, 8), np.arange(256, dtype=np.uint64)
+    noise = KeyedNoise(bytes(32)).discrete_laplace_at(1 / 0.9, ("self",), np.arange(256), 0)
+    spread = self_empty(depths, prefixes, 2 + noise, 0.9, 20)
+    assert not spread.any()
+    dense = noise.copy()
+    dense[100:104] += 125
+    empty = self_empty(depths, prefixes, dense, 0.9, 20)
+    assert not empty[96:112].any() and empty[:96].all() and empty[112:].all()

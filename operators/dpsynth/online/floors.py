@@ -37,6 +37,10 @@ EXPECTED_EMPTY = 0.5
 NEIGHBOURHOOD = 2
 #: The expected number of expected-empty leaves of one summary that pure noise keeps.
 FALSE_LEAVES = 0.1
+#: A summary without a guide (block 0): a leaf is expected empty when the noisy sum over its
+#: ancestor this many tree levels up is below this many standard deviations of its noise.
+SELF_NEIGHBOURHOOD = 4
+SELF_SCORE = 2.0
 
 
 def neighbourhood_guide_mass(starts: np.ndarray, density: np.ndarray, widths: np.ndarray,
@@ -91,12 +95,32 @@ def empty_floor(epsilon: float, empty_leaves: int) -> int:
     return max(int(math.ceil(bound / log_p)), 0) if bound < 0 else 0
 
 
-def floored_counts(counts: np.ndarray, guide_mass: np.ndarray, epsilon: float,
+def self_empty(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray, epsilon: float,
+               max_depth: int) -> np.ndarray:
+    """Leaves (Morton order) of a summary without a guide that are expected empty by its own
+    counts: the noisy sum over the leaf's ancestor :data:`SELF_NEIGHBOURHOOD` tree levels up is
+    below :data:`SELF_SCORE` standard deviations of the noise of the leaves it holds."""
+    from dpsynth.noise import discrete_laplace_variance
+
+    depths = np.asarray(depths, np.int64)
+    top = np.uint64(max_depth)
+    starts = np.asarray(prefixes, np.uint64) << (top - depths.astype(np.uint64))
+    up = np.minimum(depths, SELF_NEIGHBOURHOOD).astype(np.uint64)
+    span = np.uint64(1) << (top - depths.astype(np.uint64) + up)  # the ancestor's width
+    low = (starts // span) * span
+    first = np.searchsorted(starts, low)
+    last = np.searchsorted(starts, low + span)
+    cum = np.concatenate([[0.0], np.cumsum(np.asarray(counts, np.float64))])
+    total = cum[last] - cum[first]
+    sd = np.sqrt((last - first) * discrete_laplace_variance(1.0 / epsilon))
+    return total < SELF_SCORE * sd
+
+
+def floored_counts(counts: np.ndarray, empty: np.ndarray, epsilon: float,
                    floor: float) -> np.ndarray:
-    """``counts`` with every expected-empty leaf (``guide_mass``: of its neighbourhood) whose
-    count is below :func:`empty_floor` set to 0 (the others unchanged: the plain ``floor`` is
-    applied where they are read)."""
-    empty = guide_mass < EXPECTED_EMPTY
+    """``counts`` with every expected-empty leaf (``empty``) whose count is below
+    :func:`empty_floor` set to 0 (the others unchanged: the plain ``floor`` is applied where
+    they are read)."""
     m = empty_floor(epsilon, int(empty.sum()))
     if m <= floor:
         return counts

@@ -58,7 +58,12 @@ from dpsynth._types import CellIds, Counts, LeafCounts
 from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
 from dpsynth.online.block_budget import GUIDED_STEP_SHARE, BlockBudget, block_budget
 from dpsynth.online.em import em_density, stacked_parts
-from dpsynth.online.floors import floored_counts, neighbourhood_guide_mass
+from dpsynth.online.floors import (
+    EXPECTED_EMPTY,
+    floored_counts,
+    neighbourhood_guide_mass,
+    self_empty,
+)
 from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.refinement import refined_partition
 from dpsynth.online.rounding import Floats, block_intervals, mass_depth, union_grid
@@ -284,9 +289,12 @@ class GuidedMechanism(StepMechanism):
         counts = noisy_leaf_counts(records, None, depths, prefixes, epsilon, self._noise,
                                    context, address_depth=self.max_depth)  # privacy: P16
         floor = self._floor_scales / epsilon
-        if guide is not None:  # where the guide expects nothing, a floor against phantoms
-            near = neighbourhood_guide_mass(starts, guide, widths, depth, depths, prefixes)
-            counts = floored_counts(counts, near, epsilon, floor)
+        # where the guide (or, without one, the summary itself) expects nothing, a floor
+        # against phantom mass (post-processing: dpsynth.online.floors)
+        empty = (neighbourhood_guide_mass(starts, guide, widths, depth, depths, prefixes)
+                 < EXPECTED_EMPTY if guide is not None else
+                 self_empty(depths, prefixes, counts, epsilon, self.max_depth))
+        counts = floored_counts(counts, empty, epsilon, floor)
         kept = float(np.where(counts > floor, counts, 0).sum())
         return {"depths": depths, "prefixes": prefixes, "counts": counts,
                 "size": public if public is not None else kept, "floor": floor,
