@@ -99,7 +99,8 @@ def self_empty(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray, eps
                max_depth: int) -> np.ndarray:
     """Leaves (Morton order) of a summary without a guide that are expected empty by its own
     counts: the noisy sum over the leaf's ancestor :data:`SELF_NEIGHBOURHOOD` tree levels up is
-    below :data:`SELF_SCORE` standard deviations of the noise of the leaves it holds."""
+    below :data:`SELF_SCORE` standard deviations of the noise of the leaves it holds, and below
+    :func:`empty_floor` of all the summary's leaves."""
     from dpsynth.noise import discrete_laplace_variance
 
     depths = np.asarray(depths, np.int64)
@@ -113,7 +114,9 @@ def self_empty(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray, eps
     cum = np.concatenate([[0.0], np.cumsum(np.asarray(counts, np.float64))])
     total = cum[last] - cum[first]
     sd = np.sqrt((last - first) * discrete_laplace_variance(1.0 / epsilon))
-    return total < SELF_SCORE * sd
+    # at large ε the sd is a fraction of a record: one phantom record must not make a
+    # neighbourhood look occupied, so the bar is at least the floor of one empty leaf
+    return total < np.maximum(SELF_SCORE * sd, empty_floor(epsilon, depths.size))
 
 
 def floored_counts(counts: np.ndarray, empty: np.ndarray, epsilon: float,
