@@ -10,8 +10,10 @@ from dpsynth.online.floors import (
     EXPECTED_EMPTY,
     FALSE_LEAVES,
     NEIGHBOURHOOD,
+    SIGNIFICANT,
     empty_floor,
     floored_counts,
+    guide_expects_empty,
     leaf_guide_mass,
     neighbourhood_guide_mass,
     self_empty,
@@ -94,3 +96,19 @@ def test_a_summary_without_guide_finds_empty_neighbourhoods_in_its_own_counts() 
     dense[100:104] += 125
     empty = self_empty(depths, prefixes, dense, 0.9, 20)
     assert not empty[96:112].any() and empty[:96].all() and empty[112:].all()
+
+
+def test_the_guide_resolves_the_siblings_of_a_dense_corner_as_empty() -> None:
+    """Guide: 400 records in cell 0 of depth 4, nothing elsewhere. Its path siblings (cells 1,
+    2–3 of depth 4, 1 of depth 2 …) are expected empty although their neighbourhoods hold
+    the corner; a fine guide of ~0.3 records a cell (uniform) leaves no leaf expected empty."""
+    starts, density, widths = np.array([0, 1]), np.array([400.0, 0.0]), np.array([1.0, 15.0])
+    depths = np.array([4, 4, 3, 2, 1], np.int64)
+    prefixes = np.array([0, 1, 1, 1, 1], np.uint64)
+    assert guide_expects_empty(starts, density, widths, 4, depths, prefixes).tolist() == [
+        False, True, True, True, True]
+    fine = np.where(np.arange(256) % 3 == 0, 1.0, 0.0)  # a record every third cell of depth 8
+    depths8, prefixes8 = np.full(256, 8), np.arange(256, dtype=np.uint64)
+    assert not guide_expects_empty(np.arange(256), fine, np.ones(256), 8, depths8,
+                                   prefixes8).any()
+    assert SIGNIFICANT > 1

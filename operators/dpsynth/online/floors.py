@@ -35,6 +35,9 @@ from numba import njit
 EXPECTED_EMPTY = 0.5
 #: The neighbourhood of a leaf: its ancestor this many tree levels up (4 times its volume).
 NEIGHBOURHOOD = 2
+#: A leaf the guide leaves empty while its neighbourhood holds so much that, spread evenly, at
+#: least this many records would have fallen in the leaf, is expected empty too.
+SIGNIFICANT = 30.0
 #: The expected number of expected-empty leaves of one summary that pure noise keeps.
 FALSE_LEAVES = 0.1
 #: A summary without a guide (block 0): a leaf is expected empty when the noisy sum over its
@@ -50,6 +53,19 @@ def neighbourhood_guide_mass(starts: np.ndarray, density: np.ndarray, widths: np
     up = np.minimum(np.asarray(depths, np.int64), NEIGHBOURHOOD)
     return leaf_guide_mass(starts, density, widths, depth, np.asarray(depths, np.int64) - up,
                            np.asarray(prefixes, np.uint64) >> up.astype(np.uint64))
+
+
+def guide_expects_empty(starts: np.ndarray, density: np.ndarray, widths: np.ndarray,
+                        depth: int, depths: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
+    """The leaves the guide expects empty: its neighbourhood holds under
+    :data:`EXPECTED_EMPTY` records of guide mass, or the leaf itself does while its neighbourhood,
+    spread evenly, would have put at least :data:`SIGNIFICANT` records in it (the guide resolved
+    the leaf as empty: the siblings of a dense corner's path from the root)."""
+    depths = np.asarray(depths, np.int64)
+    near = neighbourhood_guide_mass(starts, density, widths, depth, depths, prefixes)
+    own = leaf_guide_mass(starts, density, widths, depth, depths, prefixes)
+    share = 0.5 ** np.minimum(depths, NEIGHBOURHOOD)  # the leaf's volume over its ancestor's
+    return (near < EXPECTED_EMPTY) | ((own < EXPECTED_EMPTY) & (near * share >= SIGNIFICANT))
 
 
 def leaf_guide_mass(starts: np.ndarray, density: np.ndarray, widths: np.ndarray, depth: int,

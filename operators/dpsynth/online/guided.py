@@ -59,9 +59,8 @@ from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplac
 from dpsynth.online.block_budget import GUIDED_STEP_SHARE, BlockBudget, block_budget
 from dpsynth.online.em import em_density, stacked_parts
 from dpsynth.online.floors import (
-    EXPECTED_EMPTY,
     floored_counts,
-    neighbourhood_guide_mass,
+    guide_expects_empty,
     self_empty,
 )
 from dpsynth.online.privtree import noisy_leaf_counts
@@ -291,8 +290,8 @@ class GuidedMechanism(StepMechanism):
         floor = self._floor_scales / epsilon
         # where the guide (or, without one, the summary itself) expects nothing, a floor
         # against phantom mass (post-processing: dpsynth.online.floors)
-        empty = (neighbourhood_guide_mass(starts, guide, widths, depth, depths, prefixes)
-                 < EXPECTED_EMPTY if guide is not None else
+        empty = (guide_expects_empty(starts, guide, widths, depth, depths, prefixes)
+                 if guide is not None else
                  self_empty(depths, prefixes, counts, epsilon, self.max_depth))
         counts = floored_counts(counts, empty, epsilon, floor)
         kept = float(np.where(counts > floor, counts, 0).sum())
