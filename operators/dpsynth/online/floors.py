@@ -31,6 +31,8 @@ import math
 import numpy as np
 from numba import njit
 
+from dpsynth._types import CellIds, Counts, Points
+
 #: A leaf whose neighbourhood holds less guide mass than this many records is "expected empty".
 EXPECTED_EMPTY = 0.5
 #: The neighbourhood of a leaf: its ancestor this many tree levels up (4 times its volume).
@@ -65,7 +67,9 @@ def guide_expects_empty(starts: np.ndarray, density: np.ndarray, widths: np.ndar
     near = neighbourhood_guide_mass(starts, density, widths, depth, depths, prefixes)
     own = leaf_guide_mass(starts, density, widths, depth, depths, prefixes)
     share = 0.5 ** np.minimum(depths, NEIGHBOURHOOD)  # the leaf's volume over its ancestor's
-    return (near < EXPECTED_EMPTY) | ((own < EXPECTED_EMPTY) & (near * share >= SIGNIFICANT))
+    empty: np.ndarray = (near < EXPECTED_EMPTY) | ((own < EXPECTED_EMPTY)
+                                                  & (near * share >= SIGNIFICANT))
+    return empty
 
 
 def leaf_guide_mass(starts: np.ndarray, density: np.ndarray, widths: np.ndarray, depth: int,
@@ -79,7 +83,8 @@ def leaf_guide_mass(starts: np.ndarray, density: np.ndarray, widths: np.ndarray,
 
 
 @njit(cache=True)
-def _leaf_masses(starts, density, widths, depth, depths, prefixes):  # type: ignore[no-untyped-def]
+def _leaf_masses(starts: Points, density: Points, widths: Points, depth: int, depths: Counts,
+                 prefixes: CellIds) -> Points:
     cum = np.zeros(starts.size + 1, np.float64)
     for i in range(starts.size):
         cum[i + 1] = cum[i] + density[i] * widths[i]
@@ -92,9 +97,11 @@ def _leaf_masses(starts, density, widths, depth, depths, prefixes):  # type: ign
 
 
 @njit(cache=True)
-def _below(starts, density, cum, x):  # type: ignore[no-untyped-def]
-    i = min(max(np.searchsorted(starts, x, side="right") - 1, 0), starts.size - 1)
-    return cum[i] + density[i] * (x - starts[i])
+def _below(starts: Points, density: Points, cum: Points, x: float) -> float:
+    """The guide's mass in [0, x) (x in depth-``depth`` cells, possibly fractional)."""
+    i = int(np.searchsorted(starts, x, side="right")) - 1
+    i = min(max(i, 0), starts.size - 1)
+    return float(cum[i] + density[i] * (x - starts[i]))
 
 
 def empty_floor(epsilon: float, empty_leaves: int) -> int:
@@ -132,7 +139,8 @@ def self_empty(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray, eps
     sd = np.sqrt((last - first) * discrete_laplace_variance(1.0 / epsilon))
     # at large ε the sd is a fraction of a record: one phantom record must not make a
     # neighbourhood look occupied, so the bar is at least the floor of one empty leaf
-    return total < np.maximum(SELF_SCORE * sd, empty_floor(epsilon, depths.size))
+    empty: np.ndarray = total < np.maximum(SELF_SCORE * sd, empty_floor(epsilon, depths.size))
+    return empty
 
 
 def floored_counts(counts: np.ndarray, empty: np.ndarray, epsilon: float,
