@@ -88,8 +88,8 @@ main.add_command(bench_points, name="points")
     "--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the raw results (every repeat or seed) to this JSON file.",
 )
-@click.option("--schedule", type=click.Choice(["paper", "accurate"]), default="paper",
-              show_default=True, help="throughput: the schedule measured.")
+@click.option("--schedule", type=click.Choice(["paper", "guided", "adaptive"]),
+              default="paper", show_default=True, help="throughput: the mechanism measured.")
 def bench(which: str, repeats: int, seeds: int, peak_records: int, plots_dir: Path | None,
           json_path: Path | None, schedule: str) -> None:
     """Benchmarks: noise sampler (noise), one LevelCounters tick (level), noise + level (all),
@@ -174,7 +174,7 @@ def _bench_throughput(
 
 
 def _bench_modes(console: Console, seeds: int, plots_dir: Path | None) -> dict[str, Any]:
-    """Issue 5: accurate vs paper vs PMM vs PMM-rep vs floor (d = 2; d = 1, 3 on uniform)."""
+    """The default and paper vs PMM vs PMM-rep vs floor (d = 2; d = 1, 3 on uniform)."""
     with console.status(f"modes: d = 2, t = 4000 / 2·10^4 / 10^5, {seeds} seeds…"):
         rows = bench_modes.mode_rows(bench_modes.default_datasets(), (4000, 20_000, 100_000),
                                      seeds, dims=(2,))
@@ -306,7 +306,7 @@ def _floats(text: str) -> tuple[float, ...]:
 @click.option("--d", "ds", default="1,2,3", show_default=True)
 @click.option("--t", "ts", default="4000,20000,100000", show_default=True)
 @click.option("--epsilons", default="1,4", show_default=True)
-@click.option("--mechanisms", default="adaptive,blocks,accurate,paper", show_default=True,
+@click.option("--mechanisms", default="guided,adaptive,paper", show_default=True,
               help="auto is guided below a per-record ε of 10³, adaptive from it "
                    "(docs/benchmarks.md, Accuracy of the default).")
 @click.option("--notions", default="replace,add_remove", show_default=True)

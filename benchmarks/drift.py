@@ -33,7 +33,7 @@ from dpsynth.online.synthesizer import OnlineSynthesizer
 
 #: Streams of the panel: tuned on the first two, reported on all.
 PANEL = ("uniform", "moving_blob", "rotating_ring", "regime_switch", "gowalla")
-MECHANISMS = ("auto", "adaptive", "blocks", "accurate", "paper")
+MECHANISMS = ("auto", "guided", "adaptive", "paper")
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def panel_cases(streams: tuple[str, ...], ds: tuple[int, ...], ts: tuple[int, ..
             for t in ts:
                 for neighbours in notions:
                     for mechanism in mechanisms:
-                        if neighbours == "add_remove" and mechanism in ("accurate", "paper"):
+                        if neighbours == "add_remove" and mechanism == "paper":
                             continue
                         for epsilon in epsilons:
                             cases += [Case(stream, d, t, mechanism, epsilon, neighbours, s)

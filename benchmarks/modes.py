@@ -1,4 +1,4 @@
-"""Accuracy of the schedules (issue 5): accurate vs paper mode vs offline PMM, one run.
+"""Accuracy of the online mechanisms against offline PMM and the i.i.d. floor, one run.
 
 Layer: adapter (workload generation may use numpy.random; never privacy noise).
 
@@ -23,9 +23,8 @@ from dpsynth.offline.pmm import pmm_synthesize
 from dpsynth.online.synthesizer import OnlineSynthesizer
 
 ONLINE_MODES: dict[str, dict[str, Any]] = {
-    "accurate": {"schedule": "accurate"},
-    "accurate+fresh": {"schedule": "accurate", "fresh": 0.1},
-    "paper": {"schedule": "paper"},
+    "auto": {"mechanism": "auto"},
+    "paper": {"mechanism": "paper"},
 }
 RELEASE_EVERY = 500
 
@@ -59,7 +58,7 @@ def mode_rows(
     seeds: int,
     dims: Iterable[int] = (2,),
     epsilon: float = 1.0,
-    methods: Iterable[str] = ("accurate", "accurate+fresh", "paper", "pmm", "pmm-rep"),
+    methods: Iterable[str] = ("auto", "paper", "pmm", "pmm-rep"),
 ) -> list[dict[str, Any]]:
     """One row per (data, d, t, seed, method): W1, its estimator, and the floor's W1."""
     rows = []
@@ -142,7 +141,7 @@ def plot_summary(summary: list[dict[str, Any]], out_dir: Any) -> Any:
     panels = sorted({(r["data"], r["d"]) for r in summary})
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
     for ax, (data, d) in zip(axes[0], panels, strict=True):
-        for method in ("paper", "accurate", "accurate+fresh", "pmm-rep", "floor"):
+        for method in ("paper", "auto", "pmm-rep", "floor"):
             rows = [r for r in summary if (r["data"], r["d"], r["method"]) == (data, d, method)]
             if rows:
                 ax.plot([r["t"] for r in rows], [r["ratio_pmm"] for r in rows], "o-", label=method)

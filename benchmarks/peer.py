@@ -3,7 +3,7 @@
 Layer: adapter (workload generation may use numpy.random; never privacy noise).
 
 Set-up of ``../shared/specs/peer-phdstream.md``: ε = 1 under add/remove (insertion) neighbours
-(and, for reference, the papers' replacement notion: adaptive vs the accurate default vs PMM-rep),
+(and, for reference, the papers' replacement notion: adaptive vs PMM-rep),
 d = 2, a step (and a release) every 500 records, uniform data and Gowalla NYC in time order,
 exact ℓ∞ W1 at t = 4000 and the depth-20 tree upper bound at 2·10^4 and 10^5
 (accuracy-study.md §1.3). One streaming run per (data, seed, schedule) gives the releases at all
@@ -51,10 +51,8 @@ SCHEDULES: dict[str, dict[str, Any]] = {
     "adaptive": {"mechanism": "adaptive", "neighbours": "add_remove"},
     "adaptive-pooled": {"mechanism": "adaptive", "neighbours": "add_remove",
                         "current_shape": "pooled"},
-    "blocks": {"mechanism": "blocks", "neighbours": "add_remove"},
-    # the papers' replacement notion: adaptive against the accurate default and PMM-rep
+    # the papers' replacement notion: adaptive against PMM-rep
     "adaptive@replace": {"mechanism": "adaptive", "neighbours": "replace"},
-    "accurate@replace": {"mechanism": "accurate", "neighbours": "replace"},
 }
 STEP = 500
 SIZES = (4000, 20000, 100000)

@@ -114,7 +114,7 @@ class SynthesisSettings(_create_model(  # type: ignore[misc]
 
     def synthesizer(self, d: int, key: bytes, *, partition: int = 0,
                     **options: Any) -> OnlineSynthesizer:
-        """The :class:`OnlineSynthesizer` of these settings (``options``: placement, fresh…)."""
+        """The :class:`OnlineSynthesizer` of these settings (``options``: placement, partition…)."""
         units = {name: value for name, value in (
             ("privacy_unit", self.privacy_unit), ("max_contributions", self.max_contributions),
             ("max_contributions_per_step", self.max_contributions_per_step))

@@ -46,7 +46,7 @@ def test_P15_the_lone_user_neighbour_leaves_an_empty_step_that_still_releases() 
     assert len(data.steps[-1]) == LONE_RECORDS and len(lone.data.steps[-1]) == 0
     assert len(lone.data.steps) == len(data.steps) and lone.step == len(data.steps)
     key = audit_keys(1)[0]
-    for name in ("library:guided:add_remove:user", "library:blocks:add_remove:user"):
+    for name in ("library:guided:add_remove:user", "library:adaptive:add_remove:user"):
         runs = [ENTRIES[name].run(case, key) for case in (data, lone.data)]
         assert [r.fields["releases"] for r in runs] == [len(data.steps)] * 2
 

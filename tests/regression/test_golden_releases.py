@@ -69,16 +69,14 @@ def _online(d: int, epsilon: float, neighbours: str, **options: Any) -> str:
 
 ONLINE: dict[str, Callable[[], str]] = {}
 for _d in (1, 2, 3):
-    for _schedule in ("paper", "accurate", "adaptive", "blocks"):
+    for _schedule in ("paper", "adaptive"):
         ONLINE[f"online/d{_d}/{_schedule}/replace"] = (
             lambda d=_d, s=_schedule: _online(d, 1.0, "replace", mechanism=s))
-    for _schedule in ("adaptive", "blocks"):
+    for _schedule in ("adaptive", "guided"):
         ONLINE[f"online/d{_d}/{_schedule}/add_remove"] = (
             lambda d=_d, s=_schedule: _online(d, 1.0, "add_remove", mechanism=s))
     ONLINE[f"online/d{_d}/auto/replace"] = lambda d=_d: _online(d, 1.0, "replace")
 ONLINE["online/d2/paper/replace/eps4"] = lambda: _online(2, 4.0, "replace", mechanism="paper")
-ONLINE["online/d2/accurate/replace/eps0.5-fresh"] = lambda: _online(
-    2, 0.5, "replace", mechanism="accurate", fresh=0.3)
 ONLINE["online/d2/adaptive/replace/centre-pooled"] = lambda: _online(
     2, 1.0, "replace", mechanism="adaptive", placement="centre", current_shape="pooled")
 ONLINE["online/d2/paper/replace/depth6-partition3"] = lambda: _online(

@@ -38,7 +38,7 @@ from dpsynth.noise import KeyedNoise
 from dpsynth.offline.lowdim import lowdim_release
 from dpsynth.offline.pmm import pmm_leaves
 from dpsynth.offline.psmm import psmm_measure
-from dpsynth.online.blocks import AdaptiveMechanism, BlocksMechanism
+from dpsynth.online.blocks import AdaptiveMechanism
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.selection import exponential_mechanism
@@ -52,12 +52,10 @@ pytestmark = pytest.mark.statistical
 KEY = bytes(range(32))
 EPSILON = 1.0
 #: docs/privacy.md P9: each block's shares of ε (replace: of ε/2 per block, doubled by the
-#: group of two). "decisions" and "leaves" are PrivTree's (adaptive) or PMM's together (blocks).
+#: group of two). "decisions" and "leaves" are PrivTree's.
 SHARES = {
     ("adaptive", "add_remove"): {"size": 0.1, "steps": 0.36, "decisions": 0.27, "leaves": 0.27},
     ("adaptive", "replace"): {"size": 0.0, "steps": 0.2, "decisions": 0.15, "leaves": 0.15},
-    ("blocks", "add_remove"): {"size": 0.1, "steps": 0.36, "decisions": 0.0, "leaves": 0.54},
-    ("blocks", "replace"): {"size": 0.0, "steps": 0.2, "decisions": 0.0, "leaves": 0.3},
 }
 #: docs/privacy.md P9: a step summary spends 30 % of ε_o on decisions, 70 % on leaf counts.
 STEP_DECISIONS = 0.3
@@ -69,9 +67,8 @@ TOLERANCE = 1 + 1e-9
 
 def test_documented_shares_are_the_code_shares() -> None:
     """The split this file checks the draws against is the one the accounting uses."""
-    for (schedule, notion), share in SHARES.items():
-        mechanism = AdaptiveMechanism if schedule == "adaptive" else BlocksMechanism
-        b = mechanism.budget_for(EPSILON, notion, "steps")
+    for (_schedule, notion), share in SHARES.items():
+        b = AdaptiveMechanism.budget_for(EPSILON, notion, "steps")
         assert b.size == pytest.approx(share["size"] * EPSILON)
         assert b.steps == pytest.approx(share["steps"] * EPSILON)
         pmm = share["decisions"] + share["leaves"]
@@ -80,9 +77,9 @@ def test_documented_shares_are_the_code_shares() -> None:
 
 @pytest.mark.parametrize("schedule,notion", sorted(SHARES))
 def test_P9_block_noise_scales_fit_the_documented_shares(draws, schedule, notion) -> None:
-    """Leaf counts of blocks (Lap_Z(1/ε_c)), step summaries (Lap_Z(1/(0.7 ε_o))), open-block
-    sizes (Binary Mechanism, a step in b + 1 nodes) and the blocks' PMM levels (one cell per
-    level): each component's loss for one record, from the scales drawn, within its share."""
+    """Leaf counts of blocks (Lap_Z(1/ε_c)), step summaries (Lap_Z(1/(0.7 ε_o))) and open-block
+    sizes (Binary Mechanism, a step in b + 1 nodes): each component's loss for one record, from
+    the scales drawn, within its share."""
     share = SHARES[(schedule, notion)]
     synth = OnlineSynthesizer(2, EPSILON, KEY, 20, schedule, 8, neighbours=notion)
     points = np.random.default_rng(5).random((15 * 40, 2))  # public test data
@@ -98,17 +95,13 @@ def test_P9_block_noise_scales_fit_the_documented_shares(draws, schedule, notion
         elif "size" in context:  # heights b + 1: one node per height holds the step
             b = int(after(context, "size"))
             loss["size", b] = max(loss["size", b], (b + 1) / scale)
-        elif "level" in context and "block" in context:  # PMM: one cell per level
-            key = "leaves", after(context, "block"), after(context, "level")
-            loss[key] = max(loss[key], 1 / scale)
     per_block: dict[tuple, float] = defaultdict(float)
     for key, value in loss.items():
         per_block[key[:2]] += value
     kinds = {k[0] for k in per_block}
     assert {"leaves", "steps"} <= kinds and ("size" in kinds) == (notion == "add_remove")
     allowed = {"size": share["size"], "steps": share["steps"] * (1 - STEP_DECISIONS),
-               "leaves": share["leaves"] if schedule == "adaptive" else
-               share["decisions"] + share["leaves"]}  # blocks: PMM gets both
+               "leaves": share["leaves"]}
     for (kind, _), value in per_block.items():
         assert value <= allowed[kind] * EPSILON * TOLERANCE, (kind, value, allowed[kind])
 
@@ -173,37 +166,6 @@ def test_P10_decision_noise_of_every_tree_fits_its_share(decisions, notion) -> N
         allowed = share["decisions"] if kind == "block" else share["steps"] * STEP_DECISIONS
         assert 1 / lam <= allowed * EPSILON * TOLERANCE, (context, 1 / lam, allowed)
     assert kinds == {"block", "step"}
-
-
-# -- accurate mode (P8) ------------------------------------------------------------------------
-
-
-def _accurate_epsilon(d: int, epsilon: float, max_depth: int, j: int, r: int) -> float:
-    """ε_{j,r} of docs/privacy.md P8, computed here."""
-    alpha = 2.0 ** ((1 - 1 / d) / 2)
-    top = min(r, max_depth)
-    return epsilon / 2 * alpha ** (j - r) / sum(alpha ** (k - r) for k in range(1, top + 1))
-
-
-def test_P8_accurate_cells_spend_their_scheduled_epsilon(draws) -> None:
-    """Per cell and time level: the end-of-level count (one draw, sensitivity 1) and the fresh
-    Binary Mechanism (a tick in L nodes) together within ε_{j,r}."""
-    d, max_depth, every = 2, 6, 50
-    synth = OnlineSynthesizer(d, EPSILON, KEY, every, "accurate", max_depth, fresh=0.3)
-    synth.extend(np.random.default_rng(6).random((1500, d)))
-    clock = TickClock(epsilon=EPSILON, release_every=every)
-    spent: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
-    for scale, context, _ in draws:
-        j, r = int(after(context, "depth")), int(after(context, "level"))
-        if context[-1] == "end":
-            spent[j, r]["end"] = 1 / scale
-        elif context[-1] == "bm":
-            levels = int(clock.ticks_in_level(r)).bit_length()
-            spent[j, r]["bm"] = levels / scale
-    assert any("bm" in s for s in spent.values()) and any("end" in s for s in spent.values())
-    for (j, r), parts in spent.items():
-        allowed = _accurate_epsilon(d, EPSILON, max_depth, j, r)
-        assert sum(parts.values()) <= allowed * TOLERANCE, (j, r, parts, allowed)
 
 
 def test_P5_paper_level_counters_spend_their_scheduled_epsilon(draws) -> None:

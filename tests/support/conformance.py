@@ -173,10 +173,10 @@ def point_vectors() -> list[dict[str, Any]]:
     online = [
         ("d1/replace/adaptive", 1, "replace", "adaptive", "uniform", 2),
         ("d2/replace/paper", 2, "replace", "paper", "uniform", 1),
-        ("d3/replace/accurate", 3, "replace", "accurate", "uniform", 1),
-        ("d1/add_remove/blocks", 1, "add_remove", "blocks", "uniform", 1),
+        ("d3/replace/paper", 3, "replace", "paper", "uniform", 1),
+        ("d1/add_remove/guided", 1, "add_remove", "guided", "uniform", 1),
         ("d2/add_remove/adaptive", 2, "add_remove", "adaptive", "uniform", 3),
-        ("d3/add_remove/blocks", 3, "add_remove", "blocks", "uniform", 1),
+        ("d3/add_remove/guided", 3, "add_remove", "guided", "uniform", 1),
         ("d2/replace/centre", 2, "replace", "adaptive", "centre", 1),
     ]
     for name, d, neighbours, mechanism, placement, chunks in online:

@@ -11,7 +11,7 @@ import pytest
 from dpsynth.errors import ConfigError
 from dpsynth.noise import discrete_laplace_variance
 from dpsynth.online.block_budget import block_budget
-from dpsynth.online.blocks import AdaptiveMechanism, BlocksMechanism
+from dpsynth.online.blocks import AdaptiveMechanism
 from dpsynth.online.steps import _dyadic_nodes, block_of
 from dpsynth.online.synthesizer import OnlineSynthesizer
 
@@ -38,10 +38,9 @@ def _feed(synth: OnlineSynthesizer, x: np.ndarray, per_step: int) -> list:
 
 # -- accounting -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("schedule", ["adaptive", "blocks"])
 @pytest.mark.parametrize("epsilon", [0.3, 1.0, 4.0])
-def test_P9_budget_spends_exactly_epsilon_under_each_notion(schedule: str, epsilon: float) -> None:
-    mechanism = AdaptiveMechanism if schedule == "adaptive" else BlocksMechanism
+def test_P9_budget_spends_exactly_epsilon_under_each_notion(epsilon: float) -> None:
+    mechanism = AdaptiveMechanism
     add = mechanism.budget_for(epsilon, "add_remove", "last")
     assert add.size + add.structure + add.counts == pytest.approx(epsilon)
     assert add.worst_case_loss == pytest.approx(epsilon)
@@ -49,8 +48,6 @@ def test_P9_budget_spends_exactly_epsilon_under_each_notion(schedule: str, epsil
     assert rep.size == 0.0  # sizes are public under replacement
     assert 2 * (rep.structure + rep.counts) == pytest.approx(epsilon)  # one block, ±1 record
     assert rep.worst_case_loss == pytest.approx(epsilon)
-    if schedule == "blocks":
-        assert add.structure == rep.structure == 0.0
 
 
 def test_budget_refuses_bad_settings() -> None:
@@ -65,8 +62,8 @@ def test_budget_refuses_bad_settings() -> None:
 
 
 def test_P9_add_remove_needs_a_step_schedule() -> None:
-    with pytest.raises(ConfigError, match="mechanism='adaptive'"):
-        OnlineSynthesizer(2, 1.0, KEY, 100, mechanism="accurate", neighbours="add_remove")
+    with pytest.raises(ConfigError, match="mechanism='guided' or 'adaptive'"):
+        OnlineSynthesizer(2, 1.0, KEY, 100, mechanism="paper", neighbours="add_remove")
 
 
 def test_blocks_double_over_steps() -> None:
@@ -99,7 +96,7 @@ def test_open_block_size_noise_has_the_binary_mechanism_variance() -> None:
     """Across 400 keys, the open-block size error after 5 of 8 steps: popcount(5) = 2 nodes."""
     errors = []
     for seed in range(400):
-        synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 10, mechanism="blocks",
+        synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 10, mechanism="adaptive",
                                   neighbours="add_remove")
         engine = synth._mechanism
         assert engine is not None
@@ -115,7 +112,7 @@ def test_open_block_size_noise_has_the_binary_mechanism_variance() -> None:
 
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
-@pytest.mark.parametrize("schedule", ["adaptive", "blocks"])
+@pytest.mark.parametrize("schedule", ["adaptive", "guided"])
 def test_release_is_consistent_and_names_the_notion(neighbours: str, schedule: str) -> None:
     synth = OnlineSynthesizer(2, 1.0, KEY, 200, mechanism=schedule, neighbours=neighbours)
     releases = _feed(synth, _points(2000), 200)
@@ -146,7 +143,7 @@ def test_P9_same_key_same_releases_and_different_key_different() -> None:
     assert not all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
 
 
-@pytest.mark.parametrize("schedule", ["adaptive", "blocks"])
+@pytest.mark.parametrize("schedule", ["adaptive", "guided"])
 def test_snapshot_mid_step_continues_identically(schedule: str) -> None:
     x = _points(4100, seed=2)
     whole = OnlineSynthesizer(2, 1.0, KEY, 250, mechanism=schedule, neighbours="add_remove")
@@ -169,12 +166,12 @@ def test_step_marker_ends_a_step_early() -> None:
     assert synth.extend(_points(999)) == []  # the next step counts from the marker
     assert len(synth.extend(_points(1))) == 1
     with pytest.raises(ConfigError, match="step"):
-        OnlineSynthesizer(2, 1.0, KEY, 100, mechanism="accurate").step()
+        OnlineSynthesizer(2, 1.0, KEY, 100, mechanism="paper").step()
     with pytest.raises(ConfigError, match="extend"):
-        OnlineSynthesizer(2, 1.0, KEY, 100, mechanism="accurate").add(_points(3))
+        OnlineSynthesizer(2, 1.0, KEY, 100, mechanism="paper").add(_points(3))
 
 
-@pytest.mark.parametrize("schedule", ["adaptive", "blocks"])
+@pytest.mark.parametrize("schedule", ["adaptive", "guided"])
 def test_P9_add_remove_refuses_steps_counted_in_records(schedule: str) -> None:
     """Under add/remove only a public clock may end a step: extend() (a step every
     release_every records) is refused, and add() never ends one however many records arrive."""
@@ -211,25 +208,6 @@ def test_P9_a_record_added_to_one_step_changes_only_its_block() -> None:
         a[2]["prefixes"], b[2]["prefixes"]) or a[2]["size"] != b[2]["size"]
 
 
-def test_adaptive_beats_fixed_blocks_on_clustered_data() -> None:
-    """A statistical sanity check (fixed seeds): on a tight cluster, adaptive leaves follow the
-    data and give a smaller tree W1 than a fixed PMM per block."""
-    from dpsynth.eval import w1_tree_upper
-
-    rng = np.random.default_rng(9)
-    x = np.clip(rng.normal(0.3, 0.02, (4000, 2)), 0, 1)
-    errors = {}
-    for schedule in ("adaptive", "blocks"):
-        values = []
-        for seed in range(3):
-            synth = OnlineSynthesizer(2, 1.0, seed.to_bytes(32, "big"), 500, mechanism=schedule,
-                                      neighbours="add_remove")
-            _feed(synth, x, 500)
-            values.append(w1_tree_upper(x, synth.release().points, depth=20))
-        errors[schedule] = float(np.median(values))
-    assert errors["adaptive"] < errors["blocks"]
-
-
 def test_P9_run_command_refuses_add_remove(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -243,7 +221,7 @@ def test_P9_run_command_refuses_add_remove(
     monkeypatch.delenv(KEY_ENV, raising=False)
     monkeypatch.delenv(KEY_FILE_ENV, raising=False)
     out = tmp_path / "out"
-    for schedule in ("adaptive", "blocks", "accurate", "auto"):
+    for schedule in ("adaptive", "guided", "paper", "auto"):
         refused = CliRunner().invoke(main, [
             "run", "--points", "600", "--release-every", "100", "--mechanism", schedule,
             "--neighbours", "add_remove", "--out", str(out)])

@@ -99,7 +99,7 @@ def test_the_generated_stream_and_gowalla_bring_their_users(tmp_path: Path) -> N
     (["--privacy-unit", "user", "--user-column", "nope", "--max-contributions", "4"],
      "--user-column 'nope' is not a column"),
     (["--privacy-unit", "user", "--user-column", "person", "--max-contributions", "4",
-      "--mechanism", "accurate", "--neighbours", "add_remove", "--time-column", "x",
+      "--mechanism", "paper", "--neighbours", "add_remove", "--time-column", "x",
       "--time-origin", "0", "--time-period", "0.1", "--time-end", "1"], "counts time in records"),
 ])
 def test_mistakes_are_refused_with_the_fix(tmp_path: Path, args: list[str], message: str) -> None:

@@ -17,7 +17,7 @@ KEY = bytes(range(32))
 def _releases(partition, n=900, every=300):
     points = np.random.default_rng(partition).random((n, 2))
     synth = OnlineSynthesizer(2, 1.0, KEY, every, max_depth=8, partition=partition,
-                              mechanism="accurate", fresh=0.0)  # 450-byte chunks fit
+                              mechanism="paper")  # 450-byte chunks fit
     return [(r.metadata["sequence"], r) for r in synth.extend(points)]
 
 

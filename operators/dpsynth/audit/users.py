@@ -119,8 +119,8 @@ def online_user_entry(mechanism: str, notion: str, d: int = 2) -> EntryPoint:
 
 
 def user_entries(mechanisms: Sequence[tuple[str, str]] = (
-        ("adaptive", "replace"), ("accurate", "replace"), ("adaptive", "add_remove"),
-        ("blocks", "add_remove"), ("guided", "add_remove"), ("guided", "replace"))
+        ("adaptive", "replace"), ("paper", "replace"), ("adaptive", "add_remove"),
+        ("guided", "add_remove"), ("guided", "replace"))
         ) -> list[EntryPoint]:
     """The library's user-level entry points audited (sound mechanism × notion pairs)."""
     return [online_user_entry(m, n) for m, n in mechanisms]

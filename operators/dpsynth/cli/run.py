@@ -268,7 +268,7 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 @declared_options("mechanism", "neighbours")
 @time_options
 @declared_options("privacy_unit", "user_column", "max_contributions",
-                  "max_contributions_per_step", "fresh")
+                  "max_contributions_per_step")
 @declared_options("points_format")
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write summary.json and the two plots (evaluation against the raw input, "
@@ -280,7 +280,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
         time_column: str | None, time_origin: str | None, time_period: float | None,
         time_end: str | None, privacy_unit: str, user_column: str,
         max_contributions: int | None, max_contributions_per_step: int | None,
-        fresh: float | None, points_format: str, report: bool) -> None:
+        points_format: str, report: bool) -> None:
     """Run the online synthesizer embedded (no Kafka) and write releases, a summary and plots.
 
     The default input is a generated stream of 20,000 points from drifting Gaussian blobs.
@@ -309,7 +309,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
         raise click.UsageError(str(e)) from None
     source = load_source(input_path, schema_path, dataset, points, seed, limit,
                          time_column=time_column, units=settings)
-    options: dict[str, Any] = {"fresh": fresh} if fresh is not None else {}
+    options: dict[str, Any] = {}
     try:
         synth = settings.synthesizer(source.d, key, **options)
     except ConfigError as e:

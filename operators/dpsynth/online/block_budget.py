@@ -20,7 +20,7 @@ STEP_STRUCTURE_SHARE = 0.3
 #: ``guided``: the share of each block's budget spent on its time nodes (docs/benchmarks.md §13).
 GUIDED_STEP_SHARE = 0.6
 #: ``adaptive``: the share of what a block keeps (after sizes and steps) spent on PrivTree's
-#: split decisions; ``blocks`` and ``guided`` choose no structure privately.
+#: split decisions; ``guided`` chooses no structure privately.
 ADAPTIVE_STRUCTURE_SHARE = 0.5
 
 
@@ -29,10 +29,9 @@ class BlockBudget:
     """Per-block budgets and the worst-case loss of one neighbouring change (privacy: P9).
 
     ``size`` ε_n (open-block Binary Mechanism), ``structure`` ε_s (PrivTree decisions; 0 for
-    ``blocks`` and ``guided``), ``counts`` ε_c (leaf counts; for ``blocks`` the PMM's; for
-    ``guided`` the block's own summary), ``steps`` ε_o (the open block's step summaries; for
-    ``guided`` its time nodes, split equally over their levels, and block 0's summary gets
-    ε_c + ε_o).
+    ``guided``), ``counts`` ε_c (leaf counts; for ``guided`` the block's own summary),
+    ``steps`` ε_o (the open block's step summaries; for ``guided`` its time nodes, split
+    equally over their levels, and block 0's summary gets ε_c + ε_o).
     """
 
     neighbours: str

@@ -9,11 +9,9 @@ may spend the whole per-record budget on its own data (privacy: P9):
 
 * **open-block size** (add/remove only): a Binary Mechanism over the block's steps (Chan et al.
   2011), L = b + 1 heights, node noise Lap_Z(L/ε_n): a step count lies in L nodes → ε_n;
-* **at the block's end, a private histogram of its records**:
-  ``adaptive``: a PrivTree partition (:mod:`dpsynth.online.privtree`, ε_s for the whole tree) with
-  noisy leaf counts Lap_Z(1/ε_c) (one leaf per record → ε_c);
-  ``blocks``: offline PMM on the block (dissertation Alg 4 with the normalised σ_j of (3.7),
-  Σ_j 1/σ_j = ε_s + ε_c), its depth r = ⌈log2(ε ñ)⌉ from the block's *noisy* size ñ.
+* **at the block's end, a private histogram of its records**: a PrivTree partition
+  (:mod:`dpsynth.online.privtree`, ε_s for the whole tree) with noisy leaf counts Lap_Z(1/ε_c)
+  (one leaf per record → ε_c);
 
 * **open-block step summaries** (``current_shape="steps"``, the default): at the end of every
   step that does not close its block, a PrivTree histogram of *that step's* records at ε_o
@@ -41,7 +39,6 @@ from typing import Any
 import numpy as np
 
 from dpsynth._types import CellIds, Counts, LeafCounts
-from dpsynth.consistency import make_consistent
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.online.block_budget import (
@@ -67,21 +64,20 @@ from dpsynth.online.steps import StepMechanism, block_of
 LEAF_FLOOR_SCALES = 2.0
 
 
-class BlockMechanism(StepMechanism):
-    """Steps, blocks and their private histograms for one partition (module docstring);
-    abstract: :class:`AdaptiveMechanism` and :class:`BlocksMechanism` summarise a block.
+class AdaptiveMechanism(StepMechanism):
+    """``adaptive``: steps, blocks and their PrivTree histograms for one partition (module
+    docstring; P9, P10).
 
     Not a public entry point: :class:`~dpsynth.online.synthesizer.OnlineSynthesizer` drives it
     through the mechanism protocol (:mod:`dpsynth.online.mechanism`).
     """
 
-    #: Share of a block's budget (after sizes and steps) for private structure (ε_s).
-    structure_share = 0.0
+    name = "adaptive"
 
-    @classmethod
-    def budget_for(cls, epsilon: float, neighbours: str, current_shape: str) -> BlockBudget:
+    @staticmethod
+    def budget_for(epsilon: float, neighbours: str, current_shape: str) -> BlockBudget:
         """The per-block budget, its worst case checked (privacy: P9)."""
-        return block_budget(epsilon, neighbours, structure_share=cls.structure_share,
+        return block_budget(epsilon, neighbours, structure_share=ADAPTIVE_STRUCTURE_SHARE,
                             step_share=STEP_SHARE if current_shape == "steps" else 0.0)
 
     def __init__(
@@ -98,6 +94,7 @@ class BlockMechanism(StepMechanism):
         if (current_shape == "steps") != (budget.steps > 0):
             raise ConfigError("current_shape='steps' needs a step budget (block_budget("
                               "step_share=...)) and the other shapes none")
+        privtree_params(budget.structure, max_depth=max_depth)  # fails early if impossible
         super().__init__(d, budget, noise, context, max_depth)
         self.current_shape = current_shape
         self._open: list[CellIds] = []  # records of the open block's completed steps
@@ -139,13 +136,20 @@ class BlockMechanism(StepMechanism):
         return self._block_histogram(cells, weights, size, size_var, context)
 
     def _block_histogram(self, cells: CellIds, weights: Counts, size: float, size_var: float,
-                         context: tuple[int | str, ...]) -> dict[str, Any]:  # pragma: no cover
-        """A completed block's private histogram (leaves and size estimate); abstract."""
-        raise NotImplementedError
+                         context: tuple[int | str, ...]) -> dict[str, Any]:
+        """A completed block's PrivTree histogram (ε_s decisions, ε_c counts) and its size,
+        pooled with the noisy leaf sum (post-processing)."""
+        depths, prefixes, counts = privtree_histogram(
+            cells, weights, self.budget.structure, self.budget.counts, self._noise, context,
+            max_depth=self.max_depth,
+        )
+        leaf_var = depths.size * discrete_laplace_variance(1.0 / self.budget.counts)
+        size = self._pooled_size(size, size_var, float(counts.sum()), leaf_var)
+        return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size}
 
     def _release_floor(self) -> float:
-        """Leaves at most this high are dropped from releases (0: none)."""
-        return 0.0
+        """Leaves at most this high are dropped from releases (phantom mass)."""
+        return LEAF_FLOOR_SCALES / self.budget.counts
 
     def _summarise_step(self, records: list[CellIds]) -> dict[str, Any]:
         """PrivTree histogram of one step's records at ε_o (30 % decisions, 70 % counts)."""
@@ -162,27 +166,6 @@ class BlockMechanism(StepMechanism):
         size = float(weights.sum()) if self.budget.neighbours == "replace" else kept
         return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size,
                 "floor": floor}
-
-    def _pmm_leaves(self, cells: CellIds, weights: Counts, size: float,
-                    context: tuple[int | str, ...]) -> tuple[Any, Any, Any]:
-        """Offline PMM on the block's histogram, depth from the (noisy) block size
-        (``blocks``: :class:`BlocksMechanism`)."""
-        from dpsynth.offline.pmm import (  # offline imports the synthesizer
-            noisy_levels,
-            pmm_depth,
-            pmm_scales,
-        )
-
-        eps = self.budget.counts
-        depth = pmm_depth(int(round(size)), eps, self.d, self.max_depth)
-        scales = pmm_scales(depth, self.d, eps)  # Σ_j 1/σ_j = ε_c (root included)
-        at_depth = cells >> np.uint64(self.max_depth - depth)
-        noisy = noisy_levels(at_depth, depth, scales, self._noise, context, range(1, depth + 1),
-                             weights)
-        root = max(int(round(size)), 0)  # noisy (add/remove) or public (replace) size
-        leaves = make_consistent(root, noisy)[-1] if depth else np.array([root], np.int64)
-        return (np.full(leaves.size, depth, np.int64), np.arange(leaves.size, dtype=np.uint64),
-                leaves)
 
     # -- release ------------------------------------------------------------------------------
 
@@ -272,40 +255,3 @@ class BlockMechanism(StepMechanism):
         summaries = self.blocks + self.step_summaries
         return held + sum(blk["depths"].nbytes * 3 for blk in summaries)
 
-
-class AdaptiveMechanism(BlockMechanism):
-    """``adaptive``: each completed block summarised by a PrivTree histogram (P9, P10)."""
-
-    name = "adaptive"
-    structure_share = ADAPTIVE_STRUCTURE_SHARE
-
-    def __init__(self, d: int, budget: BlockBudget, noise: KeyedNoise,
-                 context: tuple[int | str, ...], max_depth: int,
-                 current_shape: str = "steps") -> None:
-        privtree_params(budget.structure, max_depth=max_depth)  # fails early if impossible
-        super().__init__(d, budget, noise, context, max_depth, current_shape)
-
-    def _block_histogram(self, cells: CellIds, weights: Counts, size: float, size_var: float,
-                         context: tuple[int | str, ...]) -> dict[str, Any]:
-        depths, prefixes, counts = privtree_histogram(
-            cells, weights, self.budget.structure, self.budget.counts, self._noise, context,
-            max_depth=self.max_depth,
-        )
-        leaf_var = depths.size * discrete_laplace_variance(1.0 / self.budget.counts)
-        size = self._pooled_size(size, size_var, float(counts.sum()), leaf_var)
-        return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size}
-
-    def _release_floor(self) -> float:
-        return LEAF_FLOOR_SCALES / self.budget.counts
-
-
-class BlocksMechanism(BlockMechanism):
-    """``blocks``: each completed block summarised by offline PMM (diss. Alg 4) at the
-    block's (noisy) size (P9)."""
-
-    name = "blocks"
-
-    def _block_histogram(self, cells: CellIds, weights: Counts, size: float, size_var: float,
-                         context: tuple[int | str, ...]) -> dict[str, Any]:
-        depths, prefixes, counts = self._pmm_leaves(cells, weights, max(size, 0.0), context)
-        return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size}

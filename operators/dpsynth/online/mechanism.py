@@ -2,20 +2,22 @@
 
 Layer: core. The synthesizer owns time (records, ticks, public steps), validation, releases and
 snapshots; a *mechanism* owns the private state of one algorithm and answers through
-:class:`Mechanism`. Five implement it:
+:class:`Mechanism`. Three implement it, each the best at some documented setting or the
+paper's reproduction (docs/benchmarks.md, "Accuracy by mechanism"):
 
+``guided``
+    doubling blocks of public steps with octal time nodes and partitions chosen from released
+    summaries (:class:`~dpsynth.online.guided.GuidedMechanism`): ``auto`` below a per-record ε
+    of 10³;
+``adaptive``
+    the same blocks summarised by PrivTree histograms
+    (:class:`~dpsynth.online.blocks.AdaptiveMechanism`): ``auto`` from 10³ on;
 ``paper``
     HVZ Alg 1 verbatim (:class:`~dpsynth.online.paper.PaperMechanism`), any
-    :class:`~dpsynth.accounting.Schedule`;
-``accurate``
-    per-level histograms with GLS and pooling (:class:`~dpsynth.online.accurate.AccurateMechanism`);
-``adaptive``, ``blocks``
-    doubling blocks of public steps with PrivTree or PMM histograms
-    (:class:`~dpsynth.online.blocks.AdaptiveMechanism`,
-    :class:`~dpsynth.online.blocks.BlocksMechanism`);
-``guided``
-    the same blocks with octal time nodes and partitions chosen from released summaries
-    (:class:`~dpsynth.online.guided.GuidedMechanism`).
+    :class:`~dpsynth.accounting.Schedule`, up to a per-record ε of :data:`PAPER_MAX_EPSILON`.
+
+``accurate`` (per-level GLS) and ``blocks`` (PMM block summaries) were retired: on the drift
+and concentrated panels neither was the best at any setting.
 
 Only this module knows which is which (its registry); ``"auto"`` resolves in
 :func:`resolve_mechanism`.
@@ -32,9 +34,8 @@ from dpsynth.accounting import Schedule, paper_schedule, record_epsilon
 from dpsynth.clock import TickClock
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
-from dpsynth.online.accurate import DEFAULT_FRESH, AccurateMechanism
 from dpsynth.online.block_budget import NEIGHBOUR_NOTIONS
-from dpsynth.online.blocks import AdaptiveMechanism, BlocksMechanism
+from dpsynth.online.blocks import AdaptiveMechanism
 from dpsynth.online.guided import GuidedMechanism
 from dpsynth.online.paper import PaperMechanism
 from dpsynth.params import check_library
@@ -48,7 +49,8 @@ AUTO = "auto"
 #: The per-record ε from which ``auto`` is adaptive (public: the configuration decides it).
 AUTO_ADAPTIVE_FROM = 1000.0
 
-__all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "Mechanism", "MechanismArgs",
+__all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "PAPER_MAX_EPSILON", "Mechanism",
+           "MechanismArgs",
            "check_arguments", "make_mechanism", "per_record_epsilon", "resolve_mechanism",
            "step_mechanisms", "takes_steps"]
 
@@ -139,6 +141,12 @@ def resolve_mechanism(mechanism: str, d: int, neighbours: str, epsilon: float = 
     return "adaptive" if epsilon >= AUTO_ADAPTIVE_FROM else "guided"
 
 
+#: ``paper`` above this per-record ε: refused (HVZ Alg 1 opens a level of 2^j cells at every
+#: t_j = ⌈2^j/ε⌉, so at larger ε its cells, and its work per record, run to the tree's depth;
+#: below it, its speed is in docs/benchmarks.md, "Paper mode").
+PAPER_MAX_EPSILON = 10.0
+
+
 @dataclass(frozen=True)
 class MechanismArgs:
     """What the factory gives a mechanism's builder (checked before it is called)."""
@@ -151,8 +159,6 @@ class MechanismArgs:
     max_depth: int
     neighbours: str
     schedule: Schedule | None
-    fresh: float | None
-    alpha: float | None
     current_shape: str
 
 
@@ -161,20 +167,19 @@ def _guided(a: MechanismArgs) -> Mechanism:
     return GuidedMechanism(a.d, budget, a.noise, (*a.context, "guided"), a.max_depth)
 
 
-def _block_builder(cls: type[AdaptiveMechanism] | type[BlocksMechanism]
-                   ) -> Callable[[MechanismArgs], Mechanism]:
-    def build(a: MechanismArgs) -> Mechanism:
-        budget = cls.budget_for(a.epsilon, a.neighbours, a.current_shape)  # privacy: P9
-        return cls(a.d, budget, a.noise, (*a.context, cls.name), a.max_depth, a.current_shape)
-    return build
-
-
-def _accurate(a: MechanismArgs) -> Mechanism:
-    return AccurateMechanism(a.d, a.epsilon, a.clock, a.noise, (*a.context, "accurate"),
-                             a.max_depth, a.alpha, DEFAULT_FRESH if a.fresh is None else a.fresh)
+def _adaptive(a: MechanismArgs) -> Mechanism:
+    budget = AdaptiveMechanism.budget_for(a.epsilon, a.neighbours, a.current_shape)  # P9
+    return AdaptiveMechanism(a.d, budget, a.noise, (*a.context, "adaptive"), a.max_depth,
+                             a.current_shape)
 
 
 def _paper(a: MechanismArgs) -> Mechanism:
+    if a.epsilon > PAPER_MAX_EPSILON:
+        raise ConfigError(
+            f"mechanism='paper' runs up to a per-record ε of {PAPER_MAX_EPSILON:g} (here "
+            f"{a.epsilon:g}): HVZ Alg 1 opens 2^j cells at t_j = 2^j/ε, so above it every record "
+            "pays for cells down to the tree's depth; use mechanism='auto' (1.00× offline PMM "
+            "at large ε), or a smaller ε to reproduce the paper")
     schedule = a.schedule
     if schedule is None:
         schedule = paper_schedule(a.d, a.epsilon)
@@ -194,11 +199,9 @@ class _Entry:
 
 #: Every shipped mechanism, in the order of the documentation: the only place that knows them.
 _REGISTRY: dict[str, _Entry] = {
-    "paper": _Entry(_paper, steps=False),
-    "accurate": _Entry(_accurate, steps=False),
-    "adaptive": _Entry(_block_builder(AdaptiveMechanism), steps=True),
-    "blocks": _Entry(_block_builder(BlocksMechanism), steps=True),
     "guided": _Entry(_guided, steps=True),
+    "adaptive": _Entry(_adaptive, steps=True),
+    "paper": _Entry(_paper, steps=False),
 }
 #: Every algorithm's name (the release metadata calls it ``schedule``).
 MECHANISMS = tuple(_REGISTRY)
@@ -225,14 +228,12 @@ def make_mechanism(
     max_depth: int,
     neighbours: str,
     schedule: Schedule | None = None,
-    fresh: float | None = None,
-    alpha: float | None = None,
     current_shape: str = "steps",
 ) -> Mechanism:
     """Build the named mechanism, its budget checked (raises before anything is counted).
 
     ``schedule`` is the ε allocation of ``mechanism="paper"`` (default: HVZ eq. (5.3) for
-    d ≥ 2, (5.12) for d = 1); ``fresh`` and ``alpha`` apply to ``"accurate"`` only.
+    d ≥ 2, (5.12) for d = 1).
     """
     if neighbours not in NEIGHBOUR_NOTIONS:
         raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOUR_NOTIONS}")
@@ -248,8 +249,6 @@ def make_mechanism(
     if schedule is not None and mechanism != "paper":
         raise ConfigError(f"schedule (an ε allocation) applies to mechanism='paper' only, not "
                           f"{mechanism!r}; drop it")
-    if mechanism != "accurate" and (fresh or alpha is not None):  # None and 0.0 are "unset"
-        raise ConfigError("fresh and alpha apply to mechanism='accurate' only; drop them")
     return _REGISTRY[mechanism].build(MechanismArgs(
         d, epsilon, noise, clock, ("dpsynth", "partition", partition), max_depth, neighbours,
-        schedule, fresh, alpha, current_shape))
+        schedule, current_shape))

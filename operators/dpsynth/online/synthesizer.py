@@ -43,7 +43,7 @@ from dpsynth.tree import route, validate_points
 #: The snapshot's entries for mechanism state, in their order on disk (absent ones are empty).
 _STATE_ENTRIES: dict[str, Any] = {
     "pending": lambda: np.zeros(0, np.uint64), "history": list, "levels": list,
-    "tree": lambda: None, "blocks": lambda: None,
+    "blocks": lambda: None,
 }
 
 
@@ -63,12 +63,11 @@ class OnlineSynthesizer:
     release_every
         N: a tick, and a release, every N records (:meth:`extend`).
     mechanism
-        ``"auto"`` (default; the winner of docs/benchmarks.md §13): ``"guided"`` below a
-        per-record ε of 10³, ``"adaptive"`` from it on. ``"guided"``: octal time nodes and
-        partitions from released summaries (:mod:`~dpsynth.online.guided`); ``"adaptive"``:
-        PrivTree histograms of doubling step blocks (:mod:`~dpsynth.online.blocks`);
-        ``"blocks"``: PMM ones; ``"accurate"``: :mod:`~dpsynth.online.accurate`; ``"paper"``:
-        HVZ Alg 1 with Sparse Counting per cell (a faithful reproduction).
+        ``"auto"`` (default): ``"guided"`` below a per-record ε of 10³, ``"adaptive"`` from it
+        on. ``"guided"``: octal time nodes and partitions from released summaries
+        (:mod:`~dpsynth.online.guided`); ``"adaptive"``: PrivTree histograms of doubling step
+        blocks (:mod:`~dpsynth.online.blocks`); ``"paper"``: HVZ Alg 1 with Sparse Counting per
+        cell (a faithful reproduction; per-record ε ≤ 10).
     max_depth
         Deepest tree level ever created (default 20).
     placement
@@ -78,16 +77,12 @@ class OnlineSynthesizer:
     schedule
         ``mechanism="paper"`` only: the ε allocation ε_{j,r} (default HVZ eq. (5.3) for d ≥ 2,
         (5.12) for d = 1). Snapshots store only its name: pass it again to :meth:`restore`.
-    fresh, alpha
-        Accurate: the share of each cell's budget for a Binary Mechanism over the current
-        level's ticks (default 0.3; 0: releases move at level ends only) and the schedule's
-        depth ratio (default 2^{(1−1/d)/2}).
     neighbours
         ``"replace"`` (default; the papers' notion, t public) or ``"add_remove"`` (one record
         more or less in one step; releases carry a noisy size): a step mechanism, records by
         :meth:`add`, :meth:`step` on a public clock; :meth:`extend` is refused (P9).
     current_shape
-        adaptive, blocks: the open block placed like its own steps' summaries (``"steps"``,
+        adaptive: the open block placed like its own steps' summaries (``"steps"``,
         default), like the latest block (``"last"``) or like all blocks (``"pooled"``).
     privacy_unit
         ``"record"`` (default) or ``"user"``: ε covers all of one user's records, each given
@@ -116,8 +111,6 @@ class OnlineSynthesizer:
         placement: str = "uniform",
         partition: int = 0,
         schedule: Schedule | None = None,
-        fresh: float | None = None,
-        alpha: float | None = None,
         neighbours: str = "replace",
         current_shape: str = "steps",
         privacy_unit: str = "record",
@@ -128,8 +121,8 @@ class OnlineSynthesizer:
                                per_record_epsilon(epsilon, privacy_unit, max_contributions))
         check_library({}, epsilon=epsilon, release_every=release_every, neighbours=neighbours,
                       privacy_unit=privacy_unit, max_contributions=max_contributions,
-                      max_contributions_per_step=max_contributions_per_step, fresh=fresh,
-                      alpha=alpha, current_shape=current_shape, partition=partition)
+                      max_contributions_per_step=max_contributions_per_step,
+                      current_shape=current_shape, partition=partition)
         check_unit(privacy_unit, max_contributions, max_contributions_per_step, neighbours, name,
                    step_mechanisms())
         self.d = d
@@ -138,7 +131,6 @@ class OnlineSynthesizer:
         self.max_depth = max_depth
         self.placement = placement
         self.partition = int(partition)
-        self.alpha = alpha
         self.neighbours = neighbours
         self.current_shape = current_shape
         self.privacy_unit = privacy_unit
@@ -153,11 +145,10 @@ class OnlineSynthesizer:
         self._mechanism: Mechanism = make_mechanism(
             name, d=d, epsilon=record_epsilon,
             noise=self._noise, clock=self.clock, partition=self.partition, max_depth=max_depth,
-            neighbours=neighbours, schedule=schedule, fresh=fresh, alpha=alpha,
+            neighbours=neighbours, schedule=schedule,
             current_shape=current_shape,
         )
         self.mechanism = self._mechanism.name
-        self.fresh = float(self._mechanism.params.get("fresh", 0.0))
         self.worst_case_loss = self._mechanism.worst_case_loss
         if self.users is not None:  # privacy: P15 (k × the per-record loss, ≤ ε)
             self.worst_case_loss = self.users.loss(self.worst_case_loss)
@@ -189,7 +180,7 @@ class OnlineSynthesizer:
             "d": self.d, "epsilon": self.epsilon, "release_every": self.release_every,
             "schedule": self.mechanism, "max_depth": self.max_depth,
             "placement": self.placement, "partition": self.partition,
-            "fresh": self.fresh, "alpha": self.alpha, "neighbours": self.neighbours,
+            "neighbours": self.neighbours,
             "current_shape": self.current_shape,
             **({} if self.users is None else self.users.config()),
         }
@@ -268,9 +259,9 @@ class OnlineSynthesizer:
         as for :meth:`extend`.
         """
         if self._mechanism.counts_records:
-            raise ConfigError("add() needs a step mechanism (adaptive, blocks or guided: steps "
-                              "on a public clock); other mechanisms take records through "
-                              "extend()")
+            raise ConfigError(f"add() needs a step mechanism ({', '.join(step_mechanisms())}: "
+                              "steps on a public clock); other mechanisms take records "
+                              "through extend()")
         pts = self._validate(points)
         if self.users is None:
             pts, = refuse_users(pts, users)
@@ -288,7 +279,7 @@ class OnlineSynthesizer:
         marker, not from anything that depends on the records (docs/privacy.md P9).
         """
         if self._mechanism.counts_records:
-            raise ConfigError("step() needs a step mechanism (adaptive, blocks or guided); "
+            raise ConfigError(f"step() needs a step mechanism ({', '.join(step_mechanisms())}); "
                               "others release every release_every records")
         self._mechanism.end_tick(self.t)
         return self._make_release()
@@ -298,8 +289,8 @@ class OnlineSynthesizer:
 
         Under add/remove the open step always ends here, empty or not (whether it holds records
         is private). Under replacement (t public) nothing is released without a new record;
-        else a step mechanism ends its step, and ``accurate`` and ``paper`` release at the
-        current t from their completed ticks, whose grid is unchanged (docs/privacy.md P11).
+        else a step mechanism ends its step, and ``paper`` releases at the
+        current t from its completed ticks, whose grid is unchanged (docs/privacy.md P11).
         """
         last = self._last.t if self._last is not None else 0
         if not tick_ends_step(self.neighbours, self.t != last):  # privacy: P11

@@ -7,9 +7,9 @@ accounting — the mechanism runs at the per-record budget ε/k and its checked 
 times k, must not exceed ε (:func:`~dpsynth.accounting.units.user_level_loss`).
 
 Which combinations are sound: under add/remove a user's records may be removed from any steps,
-so time must be public steps (``adaptive``, ``blocks``, ``guided``); ``accurate`` and ``paper``
-count time in records, which is public only under replacement, where the user-to-position map is
-public too (docs/privacy.md P9, P15).
+so time must be public steps (``guided``, ``adaptive``); ``paper`` counts time in records,
+which is public only under replacement, where the user-to-position map is public too
+(docs/privacy.md P9, P15).
 """
 
 from __future__ import annotations

@@ -34,11 +34,9 @@ class MechanismName(StrEnum):
     """The online point synthesizer's algorithm (:mod:`dpsynth.online.mechanism`)."""
 
     AUTO = "auto"
-    PAPER = "paper"
-    ACCURATE = "accurate"
-    ADAPTIVE = "adaptive"
-    BLOCKS = "blocks"
     GUIDED = "guided"
+    ADAPTIVE = "adaptive"
+    PAPER = "paper"
 
 
 class Placement(StrEnum):
@@ -56,7 +54,7 @@ class PointsFormat(StrEnum):
 
 
 class CurrentShape(StrEnum):
-    """adaptive and blocks: how the open block is placed."""
+    """adaptive: how the open block is placed."""
 
     STEPS = "steps"
     LAST = "last"

@@ -47,8 +47,8 @@ SYNTHESIS = [
     Param("mechanism", "choice", choices=MechanismName, default="auto", scopes=ONLINE,
           help="auto: guided below a per-record ε of 10³, adaptive from it; guided: octal "
                "time nodes with partitions from released summaries; adaptive: PrivTree "
-               "histograms of doubling step blocks; blocks: PMM ones; accurate: GLS-pooled "
-               "per-level histograms; paper: HVZ Alg 1."),
+               "histograms of doubling step blocks; paper: HVZ Alg 1 verbatim (per-record "
+               "ε ≤ 10)."),
     Param("neighbours", "choice", choices=Neighbours, default="replace",
           scopes=ALL, engines={"tabular": "add_remove"},
           help="replace: one record's values changed, the count public (the papers'); "
@@ -72,15 +72,9 @@ SYNTHESIS = [
     Param("placement", "choice", choices=Placement, default="uniform", scopes=LIBRARY,
           help="Points inside their leaves: uniform (keyed, public positions) or at the "
                "centre."),
-    Param("fresh", "float", low=0.0, high=0.99, default=None, optional=True,
-          scopes=frozenset({"library", "run"}),
-          help="accurate: budget share of a fresh counter, so releases move within a level "
-               "(unset: 0.3)."),
-    Param("alpha", "float", low=0.0, strict=True, default=None, optional=True, scopes=LIBRARY,
-          help="accurate: the schedule's depth ratio (unset: 2^((1−1/d)/2))."),
     Param("current_shape", "choice", choices=CurrentShape, default="steps", scopes=LIBRARY,
-          help="adaptive, blocks: the open block placed like its own steps' summaries, like "
-               "the latest block, or like all blocks."),
+          help="adaptive: the open block placed like its own steps' summaries, like the "
+               "latest block, or like all blocks."),
     Param("partition", "int", low=0, default=0, scopes=LIBRARY,
           help="The input partition served; enters every noise context."),
     # -- tabular ----------------------------------------------------------------------------
