@@ -49,13 +49,19 @@ def test_error_falls_with_epsilon_and_nears_offline_pmm(mechanism: str, d: int) 
     the previous (adjacent ε differ 2–60×, the true ratio is ≤ 0.7, so a false alarm needs a
     1.85× swing of a two-key median: below 1 %), and the last at most half the first. At 10³
     every mechanism but ``paper`` (HVZ verbatim, exempt; it runs up to a per-record ε of 10,
-    so its sweep ends at 8) is within 4× PMM + 10⁻³."""
+    so its sweep ends at 8) is within 4× PMM + 10⁻³.
+
+    ``paper``'s sweep spans 16× instead of 2000×: its own rate, (εt)^(-1/d), allows a fall to
+    0.25 (d = 2) and 0.40 (d = 3) over 16× before the resolution of its tree at t = 2000 stops
+    it; measured 0.42, 0.50, 0.59 at d = 1, 2, 3. So its last must be at most 0.75× its first
+    (a false alarm needs the ratio to swing 1.27× at d = 3)."""
     x = STREAMS["rotating_ring"](T, 3, d=d)
     epsilons = EPSILONS if mechanism != "paper" else (*EPSILONS[:-2], 8.0)
     errors = [_w1(x, mechanism, eps) for eps in epsilons]
     for lo, hi in zip(errors, errors[1:], strict=False):
         assert hi <= 1.3 * lo, (mechanism, d, errors)
-    assert errors[-1] <= 0.5 * errors[0], (mechanism, d, errors)
+    assert errors[-1] <= (0.5 if mechanism != "paper" else 0.75) * errors[0], (
+        mechanism, d, errors)
     if mechanism != "paper":
         pmm = median(w1_tree_upper(x, pmm_synthesize(x, EPSILONS[-1], bytes([9 + i]) * 32,
                                                      neighbours="replace"), depth=20)

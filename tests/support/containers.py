@@ -9,11 +9,13 @@ SIGKILL), as an orchestrator does. ``--network=host``: the worker reaches the lo
 
 The engine and the image come from ``deploy/image.sh`` (``make image``), so that tests and builds
 agree on both; :func:`image_problem` says why the image cannot be tested (no engine, not built,
-built from other sources than this checkout).
+built from other sources than this checkout, or a package inside that is not this checkout's:
+the label alone once hid a stale layer).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -86,7 +88,30 @@ def image_problem(engine_name: str | None) -> str | None:
     if built_from != checkout:
         return (f"image {image} was built from other sources ({built_from or 'unlabelled'}) "
                 f"than this checkout ({checkout}): `make image`")
+    installed = run_engine(engine_name, "run", "--rm", "--network=host", "--entrypoint",
+                           "python", image, "-c", _INSTALLED_DIGEST, check=False)
+    if installed.stdout.strip() != package_digest(ROOT / "operators" / "dpsynth"):
+        return (f"image {image} is labelled with this checkout's digest but its installed "
+                f"package differs ({installed.stdout.strip() or installed.stderr[-300:]}): "
+                "`make image` (a stale build layer)")
     return None
+
+
+def package_digest(package: Path) -> str:
+    """sha256 over the package's .py files (relative path and bytes, in path order)."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+#: :func:`package_digest` of the package installed in the image, run by its Python.
+_INSTALLED_DIGEST = (
+    "import hashlib, pathlib, dpsynth; p = pathlib.Path(dpsynth.__file__).parent; "
+    "d = hashlib.sha256(); "
+    "[d.update(f.relative_to(p).as_posix().encode() + bytes(1) + f.read_bytes()) "
+    "for f in sorted(p.rglob('*.py'))]; print(d.hexdigest())"
+)
 
 
 def container_files(directory: Path, schema_file: Path) -> dict[str, str]:
