@@ -4,7 +4,8 @@ Worker A starts alone and owns both input partitions; worker B joins (one partit
 which has no local state for it and rebuilds it by replay); later B stops and A takes the
 partition back with its own older state (it replays from its stale watermark). Records arrive in
 every phase. Each partition's releases must equal ``OnlineSynthesizer(..., partition=p)`` on that
-partition's points, duplicates byte-identical.
+partition's points, and a plain ``read_committed`` consumer (no dpsynth code) must see each of
+them exactly once, complete and in order: the moves publish nothing twice.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dpsynth.testing.kafka import (
     write_schema,
 )
 from tests.support.embedded import check_against_embedded, embedded_release_records
+from tests.support.plain_consumer import assert_exactly_once, read_all
 
 pytestmark = pytest.mark.kafka
 
@@ -106,7 +108,9 @@ def test_two_workers_and_rebalances_keep_every_partition_equal_to_its_embedded_r
         expected.update({(p, s): r for s, r in per_sequence.items()})
     stats = check_against_embedded(read_topic(kafka_bootstrap, topics.output), expected,
                                    "test-run")
-    assert stats["releases"] == 26
+    assert stats["releases"] == 26 and stats["duplicates"] == 0
+    assert assert_exactly_once(read_all(kafka_bootstrap, topics.output), expected,
+                               "test-run") == 26
     with ReleaseConsumer(kafka_bootstrap, topics.output, run_id="test-run") as consumer:
         events = list(consumer.releases(idle_s=3))
         assert len(events) == 26

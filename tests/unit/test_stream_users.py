@@ -72,7 +72,7 @@ def _messages(points: np.ndarray, users: list[str]) -> list[InputMessage]:
         enumerate(zip(points, users, strict=True))]
 
 
-def _processor(config, sink, crash_at=None):
+def _processor(config, sink, crash_at=None, replay=None):
     store = PartitionStore(config.data_dir / "p2", partition=OWN, run_id=config.run_id,
                            chunk_bytes=16384, sync=False)
 
@@ -80,7 +80,7 @@ def _processor(config, sink, crash_at=None):
         raise Crash(point)
 
     return PartitionProcessor(config, OWN, store=store, sink=sink,
-                              crash=CrashPoints(crash_at, action=crash))
+                              crash=CrashPoints(crash_at, action=crash), replay=replay)
 
 
 def _expected(points: np.ndarray, users: list[str]) -> dict:
@@ -144,7 +144,7 @@ def test_routing_without_a_user_column_takes_the_key_as_the_id() -> None:
 
 @pytest.mark.parametrize(("point", "visit"), [
     ("mid_tick", 3), ("mid_release", 2), ("after_release_produced", 2),
-    ("after_state_commit_before_ack", 1), ("after_state_commit_before_ack", 3)])
+    ("after_transaction_commit", 2), ("after_state_commit", 1), ("after_state_commit", 3)])
 def test_P15_a_crash_never_lets_a_user_exceed_k(config, point, visit):
     """A heavy user's records keep arriving around each crash; after the restart the store
     holds exactly its first K, and the releases are the embedded engine's."""
@@ -155,7 +155,7 @@ def test_P15_a_crash_never_lets_a_user_exceed_k(config, point, visit):
     points = rng.random((3000, 2))
     sink = MemorySink()
     restarted = crash_then_restart(
-        lambda sink, crash_at: _processor(config, sink, crash_at), sink,
+        lambda sink, crash_at, replay: _processor(config, sink, crash_at, replay), sink,
         _messages(points, users), crash_at=(point, visit), crash=Crash, batch=50)
     restarted.commit()
     key = restarted.synth.synth.users.hash([heavy.encode()])

@@ -11,13 +11,15 @@ Settings that matter, and why (``docs/operator.md`` has the long form):
 
 - ``isolation.level=read_committed``: a record of an aborted (or still open) transaction is
   never counted; the replay reader reads the same way (:mod:`dpsynth.stream.replay`);
-- ``enable.auto.commit=false``: the input offset of a partition is committed only up to its
-  persisted watermark + 1, after the state commit that covers it (DESIGN §3, exactly-once as
-  consumers see it); records of an open tick are re-read after a crash and skipped up to the
-  watermark;
+- ``enable.auto.commit=false``: the input offset of a partition is committed only inside its
+  release transactions (``send_offsets_to_transaction`` with this consumer's group metadata,
+  :mod:`dpsynth.stream.output`), with the output it covers (DESIGN §3, exactly-once as consumers
+  see it); this loop never commits an offset itself;
 - static membership (``group.instance.id``, :meth:`WorkerConfig.instance_id`): a restarted
   worker takes its partitions back without a rebalance; rebalance callbacks run in this thread,
-  between batches, so a revoked partition's state is closed before its new owner reads it;
+  between batches, so a revoked partition's output is published and its state committed and
+  closed before its new owner reads it (a lost partition is closed without: its session
+  expired, its new owner's producer has fenced ours);
 - heart-beats run in librdkafka's own thread: a long batch never costs the group membership
   (``max.poll.interval.ms`` bounds one batch);
 - a fatal consumer error (librdkafka's ``_FATAL``, e.g. a static member fenced after its session
@@ -112,7 +114,6 @@ class InputLoop:
         self.topic = config.input_topic
         self.thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._offsets: dict[int, int] = {}  # partition → offset last committed to the group
         self._waiting_since = time.monotonic()
         self._consumer: Consumer | None = None
 
@@ -156,11 +157,10 @@ class InputLoop:
                     if len(rejoins) > REJOINS_PER_WINDOW:
                         raise FencedTooOften(err, self.config.instance_id()) from None
                     self._rejoin(err)
-            # a graceful stop (SIGTERM): commit what was processed, so that a restart re-reads
-            # and re-publishes nothing (a kill -9 leaves that work to the restart instead)
-            self._commit_offsets(self.operator.commit_all(), sync=True)
+            # a graceful stop (SIGTERM): publish and commit what was processed, so that a
+            # restart re-reads nothing (a kill -9 leaves that work to the restart instead)
+            self.operator.commit_all()
         finally:
-            self._commit_offsets(self._watermarks(), sync=True)
             self._close()
 
     def _join(self) -> None:
@@ -174,7 +174,8 @@ class InputLoop:
             f"static member {instance!r}" if instance else "a dynamic member",
             c.session_timeout_s)
         self._waiting_since = time.monotonic()
-        self._consumer = Consumer(settings)
+        consumer = self._consumer = Consumer(settings)
+        self.operator.group_metadata = consumer.consumer_group_metadata
         self._consumer.subscribe([self.topic], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_lost)
 
@@ -203,7 +204,7 @@ class InputLoop:
         self.operator.health.polled()
         if messages:
             self._handle(messages)
-        self._commit_offsets(self.operator.checkpoint(idle=not messages))
+        self.operator.checkpoint(idle=not messages)
         self.operator.write_markers()
         self._observe(consumer)
         self._log_waiting()
@@ -225,7 +226,7 @@ class InputLoop:
                 offset=offset, value=m.value(), timestamp_ms=ts if kind else None,
                 received=received, key=m.key()))
         if by_partition:
-            self._commit_offsets(self.operator.handle(by_partition))
+            self.operator.handle(by_partition)
 
     def _on_error(self, err: KafkaError) -> None:
         if is_fatal(err):
@@ -241,32 +242,6 @@ class InputLoop:
         else:
             log.warning("input consumer: %s", err.str())
 
-    def _commit_offsets(self, committed: dict[int, int], *, sync: bool = False) -> None:
-        """Commit ``watermark + 1`` of every partition whose committed watermark moved
-        (synchronously when the partitions are about to change hands, or at the end)."""
-        consumer = self._consumer
-        if consumer is None:
-            return
-        moved = [TopicPartition(self.topic, p, w + 1) for p, w in committed.items()
-                 if w >= 0 and w + 1 > self._offsets.get(p, 0)]
-        if not moved:
-            return
-        try:
-            if sync:  # (two calls: the stubs type the result by the literal flag)
-                consumer.commit(offsets=moved, asynchronous=False)
-            else:
-                consumer.commit(offsets=moved, asynchronous=True)
-        except KafkaException as e:
-            # not fatal: the state holds the watermark, and an owner skips what it covers
-            log.warning("input offsets not committed (%s); the state's watermark covers them",
-                        e.args[0].str() if e.args else e)
-            return
-        for tp in moved:
-            self._offsets[tp.partition] = tp.offset
-
-    def _watermarks(self) -> dict[int, int]:
-        return {p: proc.committed for p, proc in self.operator.processors.items()}
-
     # -- rebalances (called by librdkafka inside consume(), in this thread) ---------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -278,8 +253,7 @@ class InputLoop:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         mine = sorted(tp.partition for tp in partitions if tp.topic == self.topic)
-        self._commit_offsets(self._watermarks(), sync=True)  # what the states cover, durably
-        self._release(mine)
+        self._release(mine, commit=True)  # published and committed for the next owner
         log.info("partitions %s revoked; waiting for the group's next assignment", mine)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -287,10 +261,8 @@ class InputLoop:
         log.warning("partitions %s lost (session expired); their state is closed", mine)
         self._release(mine)
 
-    def _release(self, partitions: list[int]) -> None:
-        self.operator.revoke(partitions)
-        for p in partitions:
-            self._offsets.pop(p, None)
+    def _release(self, partitions: list[int], *, commit: bool = False) -> None:
+        self.operator.revoke(partitions, commit=commit)
         self._waiting_since = time.monotonic()
         if not self.operator.processors:
             self.operator.health.assigned(False)

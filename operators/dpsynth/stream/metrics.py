@@ -43,7 +43,13 @@ METRICS: dict[str, tuple[str, str]] = {
     "tick_markers_skipped": ("counter", "Tick markers skipped: a period already applied, or "
                                         "another run's (or a forged) marker."),
     "tick_markers_written": ("counter", "Tick markers this worker wrote into the partition."),
-    "releases": ("counter", "Releases delivered to the synthetic topic."),
+    "releases": ("counter", "Releases published (their transaction committed)."),
+    "releases_replayed": ("counter", "Releases computed again by a replay below the group's "
+                                     "committed offset: published before, dropped."),
+    "transactions": ("counter", "Kafka transactions committed (releases, dead letters, latest "
+                                "view and input offset together)."),
+    "transactions_aborted": ("counter", "Transactions the broker aborted (retried whole)."),
+    "latest_view_writes": ("counter", "Releases written to the latest view (compacted topic)."),
     "release_records": ("counter", "Records (header, chunks, end) of delivered releases."),
     "points_records": ("counter", "Records of materialised points produced "
                                   "(DPSYNTH_POINTS_FORMAT), after their release's."),
@@ -53,6 +59,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "t": ("gauge", "Records accepted so far (the synthesizer's t)."),
     "sequence": ("gauge", "Sequence number of the last release."),
     "watermark": ("gauge", "Last input offset included in the committed state."),
+    "published": ("gauge", "Last input offset whose output is committed (the group's offset "
+                           "minus one)."),
     "lag_messages": ("gauge", "Input messages behind the partition's end (high watermark minus "
                               "the next offset to read)."),
     "tick_age_seconds": ("gauge", "Seconds since the partition's last tick ended (a release) "

@@ -131,6 +131,14 @@ class WorkerConfig(WorkerSettings):
         return self.schema.d
 
     @property
+    def latest_topic_name(self) -> str | None:
+        """The latest view's compacted topic (``DPSYNTH_LATEST_TOPIC``, else the output topic's
+        name + ``-latest``), or None when ``DPSYNTH_LATEST_VIEW`` is off."""
+        if not self.latest_view:
+            return None
+        return self.latest_topic or f"{self.output_topic}-latest"
+
+    @property
     def app_id(self) -> str:
         """The Faust app id, which is the input consumer group."""
         return self.group_id or f"dpsynth-{self.run_id}"
@@ -233,11 +241,17 @@ def load_config(environ: Mapping[str, str] | None = None) -> WorkerConfig:
 def _checked(config: WorkerConfig) -> WorkerConfig:
     """Cross-setting rules, derived settings and a throwaway synthesizer (fail at start)."""
     _check_engine_variables(config)
-    topics = (config.input_topic, config.output_topic, config.dead_letter_topic)
-    if len(set(topics)) != 3:
+    topics = [config.input_topic, config.output_topic, config.dead_letter_topic]
+    if config.latest_topic_name is not None:
+        topics.append(config.latest_topic_name)
+        if len(config.latest_topic_name) > 249:
+            raise ConfigError(
+                f"the latest view's topic name ({config.latest_topic_name[:40]}...) is longer "
+                "than Kafka's 249 characters: set DPSYNTH_LATEST_TOPIC")
+    if len(set(topics)) != len(topics):
         raise ConfigError(
-            "DPSYNTH_INPUT_TOPIC, DPSYNTH_OUTPUT_TOPIC and DPSYNTH_DEAD_LETTER_TOPIC must be "
-            f"three different topics (got {sorted(topics)})")
+            "DPSYNTH_INPUT_TOPIC, DPSYNTH_OUTPUT_TOPIC, DPSYNTH_DEAD_LETTER_TOPIC and the latest "
+            f"view (DPSYNTH_LATEST_TOPIC) must be different topics (got {sorted(topics)})")
     given = set(config.model_fields_set)  # before the engine's defaults fill the rest
     updates: dict[str, Any] = {"run_id": config.run_id or f"run-{config.noise_key.fingerprint}"}
     for name, param in PARAMS.items():  # the settings whose default is the engine's

@@ -12,7 +12,9 @@ Layout (format 1):
 - ``manifest``: msgpack ``{format, run_id, partition, watermark, t, sequence, last_tick_ms,
   length, chunk_bytes, chunks: [BLAKE2b-256 of each chunk], config, committed_at}``
   (``last_tick_ms``: the period of the last tick marker applied, −1 for none; absent in stores
-  written before issue 13);
+  written before issue 13); ``latest_records``: how many records the release in the
+  partition's latest view has (its positions beyond a shorter release get tombstones; absent:
+  0);
 - ``user/<16 bytes>`` (privacy unit "user" only, docs/privacy.md P15): one entry per user of
   the partition, keyed by the user's 128-bit keyed hash (:mod:`dpsynth.bounding.ids`: the ids
   cannot be read back without the run's key), valued by its counted records (uint16, and with
@@ -92,6 +94,7 @@ class StoredState:
     sequence: int
     config: dict[str, Any]
     last_tick_ms: int = -1  # period start of the last tick marker applied (-1: none)
+    latest_records: int = 0  # records of the release in the latest view
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,7 @@ class PartitionStore:
             sequence=int(manifest["sequence"]),
             config=dict(manifest.get("config") or {}),
             last_tick_ms=int(manifest.get("last_tick_ms", -1)),
+            latest_records=int(manifest.get("latest_records", 0)),
         )
 
     def _corrupt(self, what: str) -> StateCorruptError:
@@ -244,6 +248,7 @@ class PartitionStore:
         config: dict[str, Any],
         last_tick_ms: int = -1,
         users: UserCounts | None = None,
+        latest_records: int = 0,
     ) -> CommitStats:
         """Write the snapshot's changed chunks and the manifest in one atomic ``WriteBatch``.
 
@@ -276,6 +281,7 @@ class PartitionStore:
             "t": int(t),
             "sequence": int(sequence),
             "last_tick_ms": int(last_tick_ms),
+            "latest_records": int(latest_records),
             "length": size,
             "chunk_bytes": step,
             "chunks": hashes,
