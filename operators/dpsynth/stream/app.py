@@ -148,7 +148,8 @@ class Operator:
 
     def commit_all(self) -> dict[int, int]:
         """Publish and commit every partition's processed input (a graceful stop)."""
-        return {partition: proc.commit() for partition, proc in list(self.processors.items())}
+        return {partition: proc.commit(final=True)
+                for partition, proc in list(self.processors.items())}
 
     def write_markers(self, now_s: float | None = None) -> None:
         """One tick marker per owned input partition and period (privacy: P11).
@@ -201,7 +202,7 @@ class Operator:
             if proc is not None:
                 if commit:
                     try:
-                        proc.commit()
+                        proc.commit(final=True)
                     except Exception as e:  # noqa: BLE001 - the next owner redoes it
                         log.warning("partition %d: commit at revocation failed (%s: %s); the "
                                     "next owner reads its uncommitted input again", partition,

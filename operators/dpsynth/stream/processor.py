@@ -335,22 +335,23 @@ class PartitionProcessor:
         """True when a completed release has waited ``release_linger_s`` to be published."""
         return self.output.releases_due(now)
 
-    def publish(self) -> None:
+    def publish(self, *, final: bool = False) -> None:
         """Publish the pending output and the input offset in one transaction (step 5); during
-        a replay, drop it instead (published already)."""
+        a replay, drop it instead (published already). ``final`` (the partition is handed over
+        or the worker stops): the latest view gets the newest release now."""
         if self._replaying:
             self.output.discard()
             return
         offset = self.watermark + 1 if self.watermark > self.published else None
-        if self.output.publish(offset):
+        if self.output.publish(offset, latest=final):
             self.published = max(self.published, self.watermark)
             self._published_since_commit = True
 
-    def commit(self) -> int:
+    def commit(self, *, final: bool = False) -> int:
         """Publish, then commit state and watermark atomically (step 6); return the state's
-        watermark."""
+        watermark. ``final``: see :meth:`publish`."""
         p = self.partition
-        self.publish()
+        self.publish(final=final)
         if self.watermark != self.committed:
             start = time.perf_counter()
             stats = self.store.commit(

@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dpsynth.client.consumer import latest_view_topic
 from dpsynth.errors import ConfigError
 from dpsynth.keys import NoiseKey, load_noise_key
 from dpsynth.params import CRASH_POINTS, PARAMS
@@ -136,7 +137,7 @@ class WorkerConfig(WorkerSettings):
         name + ``-latest``), or None when ``DPSYNTH_LATEST_VIEW`` is off."""
         if not self.latest_view:
             return None
-        return self.latest_topic or f"{self.output_topic}-latest"
+        return self.latest_topic or latest_view_topic(self.output_topic)
 
     @property
     def app_id(self) -> str:
