@@ -62,6 +62,12 @@ WORKER = [
        default=True),
     _w("latest_topic", "text", "The latest view's compacted topic (unset: the output topic's "
        "name + -latest).", default="", pattern=r"(|[A-Za-z0-9._-]{1,249})", rule=TOPIC_RULE),
+    _w("changelog", "bool", "Also write every state commit (a delta, or a new base) to the "
+       "compacted state topic, in the release transactions: a partition restores from it "
+       "without local state, in time proportional to the state.", default=True,
+       privacy="The state topic holds true counts: protect it like the raw-events topic."),
+    _w("state_topic", "text", "The state topic (unset: the consumer group id + -state).",
+       default="", pattern=r"(|[A-Za-z0-9._-]{1,249})", rule=TOPIC_RULE),
     _w("engine", "choice", "points: records mapped by a schema to [0,1]^d; tabular: records "
        "over a finite domain.", choices=Engine, default="points"),
     _w("schema_file", "text", "engine points: the record schema (schemas/record-schema.v1.json).",

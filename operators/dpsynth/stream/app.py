@@ -33,11 +33,13 @@ import faust
 from faust.app.base import BootStrategy
 from mode import Service
 
+from dpsynth.stream.changelog import make_restore
 from dpsynth.stream.crash import CrashPoints
 from dpsynth.stream.health import Health
 from dpsynth.stream.intake import EXIT_FATAL, InputLoop
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.output import TransactionalSink
+from dpsynth.stream.persist import PartitionState
 from dpsynth.stream.processor import InputMessage, PartitionProcessor
 from dpsynth.stream.replay import make_replay
 from dpsynth.stream.settings import WorkerConfig
@@ -73,11 +75,16 @@ class Operator:
 
     def __init__(self, config: WorkerConfig, *,
                  sinks: Callable[[int], TransactionalSink] | None = None,
-                 marker_sink: MarkerSink | None = None, latest_partitions: int = 1) -> None:
+                 marker_sink: MarkerSink | None = None, latest_partitions: int = 1,
+                 state_partitions: int = 1) -> None:
         self.config = config
         self.marker_sink = marker_sink or KafkaSink(config.bootstrap_servers())
         self.make_sink = sinks or self._kafka_sink
         self.latest_partitions = latest_partitions
+        self.state_partitions = state_partitions
+        state_topic = config.state_topic_name
+        self.restore = None if state_topic is None else make_restore(
+            config.bootstrap_servers(), state_topic, config.run_id)
         #: the input consumer's group metadata (set by the input loop): the offsets of a
         #: release transaction are committed in that group
         self.group_metadata: Callable[[], Any] | None = None
@@ -108,9 +115,13 @@ class Operator:
         )
         sink = None
         try:
-            sink = self.make_sink(partition)  # fences the partition's previous owner
+            sink = self.make_sink(partition)  # fences the partition's previous owner first
+            state = PartitionState(store, run_id=c.run_id, partition=partition,
+                                   topic=c.state_topic_name,
+                                   topic_partitions=self.state_partitions,
+                                   restore=self.restore, metrics=self.metrics)
             proc = PartitionProcessor(
-                c, partition, store=store, sink=sink, metrics=self.metrics,
+                c, partition, state=state, sink=sink, metrics=self.metrics,
                 crash=self.crash, replay=self.replay, progress=self.health.progressed,
                 latest_partitions=self.latest_partitions,
             )
@@ -244,10 +255,10 @@ class InputService(Service):
         self.intake.operator.close()
 
 
-def create_app(config: WorkerConfig, *, latest_partitions: int = 1
+def create_app(config: WorkerConfig, *, latest_partitions: int = 1, state_partitions: int = 1
                ) -> tuple[faust.App, Operator]:
     """The Faust app (web server, life cycle) and its :class:`Operator`, from ``config``
-    (``latest_partitions``: the latest view's partition count)."""
+    (``latest_partitions``, ``state_partitions``: the derived topics' partition counts)."""
     web_host: dict[str, Any] = ({"web_host": "127.0.0.1"} if config.web_bind.startswith("127.")
                                 else {})
     app = faust.App(
@@ -264,7 +275,8 @@ def create_app(config: WorkerConfig, *, latest_partitions: int = 1
     )
     # the input is our own consumer (intake.py): Faust's consumer and producer stay off
     app.boot_strategy = BootStrategy(app, enable_kafka=False)
-    operator = Operator(config, latest_partitions=latest_partitions)
+    operator = Operator(config, latest_partitions=latest_partitions,
+                        state_partitions=state_partitions)
     app.add_dependency(InputService(InputLoop(config, operator)))
 
     def probe(web: Any, verdict: tuple[bool, str]) -> Any:

@@ -54,8 +54,13 @@ METRICS: dict[str, tuple[str, str]] = {
     "points_records": ("counter", "Records of materialised points produced "
                                   "(DPSYNTH_POINTS_FORMAT), after their release's."),
     "state_commits": ("counter", "Atomic state commits (snapshot chunks + watermark)."),
-    "state_chunks_written": ("counter", "Snapshot chunks written (only changed chunks)."),
+    "state_chunks_written": ("counter", "Base snapshot chunks written (only changed chunks; "
+                                        "most commits write a delta instead)."),
     "state_bytes_written": ("counter", "Bytes written to RocksDB by state commits."),
+    "state_topic_bytes_written": ("counter", "Bytes (keys and values) of the state commits "
+                                             "written to the state topic."),
+    "state_restores": ("counter", "States read back from the state topic (no or old local "
+                                  "state)."),
     "t": ("gauge", "Records accepted so far (the synthesizer's t)."),
     "sequence": ("gauge", "Sequence number of the last release."),
     "watermark": ("gauge", "Last input offset included in the committed state."),
@@ -73,6 +78,7 @@ METRICS: dict[str, tuple[str, str]] = {
         "Seconds from the arrival of a tick's last record to its release being delivered.",
     ),
     "state_commit_seconds": ("histogram", "Seconds to snapshot, hash and write one commit."),
+    "state_restore_seconds": ("histogram", "Seconds to read a state back from the state topic."),
 }
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}

@@ -163,16 +163,19 @@ class Output:
 
     # -- publishing ----------------------------------------------------------------------------
 
-    def publish(self, offset: int | None, *, latest: bool = False) -> bool:
+    def publish(self, offset: int | None, *, latest: bool = False,
+                extra: list[tuple[str, bytes, bytes | None, int | None]] | None = None) -> bool:
         """One transaction: every pending record, the latest view when due (or ``latest``),
-        and the input ``offset`` (the next offset to read; None: none). Returns False when there
-        was nothing to do. Retries an aborted transaction whole, for up to :data:`RETRY_FOR_S`."""
+        ``extra`` records (the state topic's) and the input ``offset`` (the next offset to
+        read; None: none). Returns False when there was nothing to do. Retries an aborted
+        transaction whole, for up to :data:`RETRY_FOR_S`."""
         p, topics = self.partition, self.topics
         encoded = [self.encode(release) for release, _, _ in self._pending.releases]
         if encoded and topics.latest:
             self._latest = encoded[-1][1]
         write_latest = self._latest is not None and (latest or self.latest_due())
-        if not (encoded or self._pending.dead_letters or write_latest or offset is not None):
+        if not (encoded or self._pending.dead_letters or write_latest or extra
+                or offset is not None):
             return False
         records: list[tuple[str, bytes, bytes | None, int | None]] = []
         for sequence, release_records in encoded:
@@ -181,6 +184,7 @@ class Output:
         records += [(topics.dead_letter, k, v, None) for k, v in self._pending.dead_letters]
         if write_latest:
             records += self._latest_records()
+        records += extra or []
         self._transact(records, offset, half=len(encoded[0][1]) // 2 if encoded else 0)
         delivered = time.monotonic()
         for _, arrived, _ in self._pending.releases:

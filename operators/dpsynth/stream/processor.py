@@ -1,9 +1,7 @@
 """One input partition's processing: skip, decode, feed, publish in a transaction, commit state.
 
-Layer: adapter, and deliberately free of Faust and Kafka: :class:`PartitionProcessor` takes
-plain :class:`InputMessage` lists and a transactional sink (:mod:`dpsynth.stream.output`), so
-the whole protocol is unit-tested without a broker; ``app.py`` and ``intake.py`` only move
-messages in.
+Layer: adapter, free of Faust and Kafka (plain :class:`InputMessage` lists in, a transactional
+sink out: :mod:`dpsynth.stream.output`), so the whole protocol is unit-tested without a broker.
 
 The commit protocol (DESIGN §3 "Exactly-once as consumers see it"), per batch of messages:
 
@@ -23,16 +21,16 @@ The commit protocol (DESIGN §3 "Exactly-once as consumers see it"), per batch o
    (:meth:`~dpsynth.stream.output.Output.publish`). All of it becomes visible to
    ``read_committed`` readers at once, or none of it.
 6. **Commit the state** when due (``state_commit_interval_s`` after releases,
-   ``checkpoint_interval_s``, ``max_unacked_events``, or the input idle): publish, **then**
-   write the snapshot and the watermark atomically (:class:`~dpsynth.stream.store.
-   PartitionStore`). The state is never ahead of the group's offset; behind it after a crash
-   between the two, which step 2 repairs.
+   ``checkpoint_interval_s``, ``max_unacked_events``, or the input idle): its delta (or a new
+   base) goes to the state topic in the transaction of step 5, **then** into the local store
+   with the watermark, atomically (:mod:`dpsynth.stream.persist`). The state is never ahead of
+   the group's offset; behind it after a crash between the two, which step 2 repairs — from the
+   state topic when the local state is missing or far behind, else by replay.
 
-A crash between any two steps loses nothing, counts nothing twice and publishes nothing twice:
-an open transaction is aborted (by the next owner's producer, which fences the old one, or by
-its timeout), so its records never reach a ``read_committed`` reader and its input is read
+A crash between any two steps loses nothing, counts nothing twice, publishes nothing twice: an
+open transaction is aborted (the next owner's producer fences the old one) and its input read
 again; a committed one moved the group's offset with it; a state behind that offset is rebuilt
-by replay without output. Derived noise makes every recomputed release byte-identical.
+without output. Derived noise makes every recomputed release byte-identical.
 """
 
 from __future__ import annotations
@@ -44,12 +42,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsynth.errors import ConfigError
 from dpsynth.stream.codecs import dead_letter_key, encode_dead_letter, release_record_key
 from dpsynth.stream.crash import CrashPoints
-from dpsynth.stream.engines import Engine, bound_variable, open_engine, public_config
+from dpsynth.stream.engines import Engine, check_bound, open_engine, public_config
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.output import Output, Topics, TransactionalSink
+from dpsynth.stream.persist import PartitionState
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.store import PartitionStore
 from dpsynth.stream.ticks import Marker, MarkerKey, parse_marker
@@ -84,6 +82,8 @@ class PartitionProcessor:
     """The synthesizer, state store and commit protocol of one input partition.
 
     Not thread-safe: one caller at a time (the worker runs it in its input thread).
+    ``state``: where the state is committed (the local store and the state topic), or
+    ``store`` alone;
     ``latest_partitions``: the latest view's partition count.
     """
 
@@ -92,8 +92,9 @@ class PartitionProcessor:
         config: WorkerConfig,
         partition: int,
         *,
-        store: PartitionStore,
         sink: TransactionalSink,
+        store: PartitionStore | None = None,
+        state: PartitionState | None = None,
         metrics: Metrics | None = None,
         crash: CrashPoints | None = None,
         replay: Replay | None = None,
@@ -102,9 +103,15 @@ class PartitionProcessor:
     ) -> None:
         self.config = config
         self.partition = int(partition)
-        self.store = store
-        self.sink = sink
         self.metrics = metrics or Metrics()
+        if state is None:  # the local store only (no state topic)
+            assert store is not None, "a store or a state is needed"
+            state = PartitionState(store, run_id=config.run_id, partition=self.partition,
+                                   metrics=self.metrics)
+        self.state = state
+        state.metrics = self.metrics  # one registry for the partition
+        self.store = state.store
+        self.sink = sink
         self.crash = crash or CrashPoints(None)
         self.replay = replay
         self._progress = progress or (lambda: None)  # liveness: a long replay is not stuck
@@ -136,26 +143,12 @@ class PartitionProcessor:
     # -- loading ---------------------------------------------------------------------------
 
     def _load(self) -> tuple[Engine, int, int]:
-        stored = self.store.load()
+        stored = self.state.load()
         if stored is None:
             log.info("partition %d: no local state; starting at t=0", self.partition)
             return open_engine(self.config, self.partition, None, self.store), -1, 0
-        stored_engine = stored.config.get("engine", "points")
-        if stored_engine != self.config.engine:
-            raise ConfigError(
-                f"DPSYNTH_ENGINE ({self.config.engine}) differs from the engine partition "
-                f"{self.partition}'s state in {self.store.path} was built with "
-                f"({stored_engine}); set DPSYNTH_ENGINE={stored_engine}, or start a new run (new "
-                "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
-            )
-        for name, value in self._public_config.items():
-            if stored.config.get(name) != value:
-                raise ConfigError(
-                    f"{bound_variable(name)} differs from the one partition {self.partition}'s "
-                    f"state in {self.store.path} was built with ({name}); the parameters of a "
-                    "run cannot change. Restore the previous setting, or start a new run (new "
-                    "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
-                )
+        check_bound(self.config, self._public_config, stored.config, self.partition,
+                    self.store.path)
         synth = open_engine(self.config, self.partition, stored.snapshot, self.store)
         self.last_tick_ms = stored.last_tick_ms
         log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
@@ -170,8 +163,11 @@ class PartitionProcessor:
         if messages and self._fresh:
             self._fresh = False
             first = next((m.offset for m in messages if m.offset > self.watermark), None)
-            if first is not None and first > self.watermark + 1 and self.replay is not None:
-                self._catch_up(first)
+            if first is not None and first > self.watermark + 1:
+                if first - self.watermark - 1 > self.config.max_unacked_events:
+                    self._from_state_topic(first)  # cheaper than replaying a long gap
+                if first > self.watermark + 1 and self.replay is not None:
+                    self._catch_up(first)
         new = [m for m in messages if m.offset > self.watermark]
         if len(new) < len(messages):
             self.metrics.inc("records_skipped", self.partition, len(messages) - len(new))
@@ -200,6 +196,19 @@ class PartitionProcessor:
                 or self.watermark == self.committed):
             return False
         return idle or now - self._last_commit >= self.config.state_commit_interval_s
+
+    def _from_state_topic(self, first: int) -> None:
+        """Adopt the state topic's state when it is newer than the local one (and older than
+        ``first``, the group's offset: it always is)."""
+        stored = self.state.newer_from_topic(self.watermark, first)
+        if stored is None:
+            return
+        check_bound(self.config, self._public_config, stored.config, self.partition,
+                    self.state.topic)
+        self.synth = open_engine(self.config, self.partition, stored.snapshot, self.store)
+        self.committed = self.watermark = stored.watermark
+        self.last_tick_ms = stored.last_tick_ms
+        self.output.latest_records = max(self.output.latest_records, stored.latest_records)
 
     def _catch_up(self, first: int) -> None:
         """Feed offsets (watermark, first) read back from the input partition, in batches,
@@ -331,35 +340,37 @@ class PartitionProcessor:
             or now - self._last_commit >= self.config.checkpoint_interval_s
         )
 
-    def releases_due(self, now: float | None = None) -> bool:
-        """True when a completed release has waited ``release_linger_s`` to be published."""
-        return self.output.releases_due(now)
-
-    def publish(self, *, final: bool = False) -> None:
-        """Publish the pending output and the input offset in one transaction (step 5); during
-        a replay, drop it instead (published already). ``final`` (the partition is handed over
-        or the worker stops): the latest view gets the newest release now."""
+    def publish(self, *, final: bool = False, state: list | None = None) -> None:
+        """Publish the pending output, ``state`` (the state topic's records of a commit) and the
+        input offset in one transaction (step 5); during a replay, drop the output instead
+        (published already). ``final`` (the partition is handed over or the worker stops): the
+        latest view gets the newest release now."""
         if self._replaying:
             self.output.discard()
+            if state:
+                self.output.publish(None, extra=state)  # the state topic follows the store
             return
         offset = self.watermark + 1 if self.watermark > self.published else None
-        if self.output.publish(offset, latest=final):
+        if self.output.publish(offset, latest=final, extra=state):
             self.published = max(self.published, self.watermark)
             self._published_since_commit = True
 
     def commit(self, *, final: bool = False) -> int:
-        """Publish, then commit state and watermark atomically (step 6); return the state's
+        """Publish with the state's delta, then commit it locally (step 6); return the state's
         watermark. ``final``: see :meth:`publish`."""
         p = self.partition
-        self.publish(final=final)
-        if self.watermark != self.committed:
+        if self.watermark == self.committed:
+            self.publish(final=final)
+        else:
             start = time.perf_counter()
-            stats = self.store.commit(
-                self.synth.snapshot(), watermark=self.watermark, t=self.synth.t,
-                sequence=self.synth.sequence, config=self._public_config,
-                last_tick_ms=self.last_tick_ms, users=self.synth.take_user_changes(),
-                latest_records=self.output.latest_records,
-            )
+            users = self.synth.take_user_changes()
+            meta = {"watermark": self.watermark, "t": self.synth.t,
+                    "sequence": self.synth.sequence, "config": self._public_config,
+                    "last_tick_ms": self.last_tick_ms,
+                    "latest_records": self.output.latest_records}
+            commit, records = self.state.prepare(self.synth.snapshot(), meta, users)
+            self.publish(final=final, state=records)
+            stats = self.state.commit(commit, meta=meta, users=users)
             self.synth.committed()
             self.metrics.observe("state_commit_seconds", p, time.perf_counter() - start)
             self.metrics.inc("state_commits", p)

@@ -140,6 +140,14 @@ class WorkerConfig(WorkerSettings):
         return self.latest_topic or latest_view_topic(self.output_topic)
 
     @property
+    def state_topic_name(self) -> str | None:
+        """The state topic (``DPSYNTH_STATE_TOPIC``, else the group id + ``-state``), or None
+        when ``DPSYNTH_CHANGELOG`` is off."""
+        if not self.changelog:
+            return None
+        return self.state_topic or f"{self.app_id}-state"
+
+    @property
     def app_id(self) -> str:
         """The Faust app id, which is the input consumer group."""
         return self.group_id or f"dpsynth-{self.run_id}"
@@ -243,16 +251,18 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
     """Cross-setting rules, derived settings and a throwaway synthesizer (fail at start)."""
     _check_engine_variables(config)
     topics = [config.input_topic, config.output_topic, config.dead_letter_topic]
-    if config.latest_topic_name is not None:
-        topics.append(config.latest_topic_name)
-        if len(config.latest_topic_name) > 249:
-            raise ConfigError(
-                f"the latest view's topic name ({config.latest_topic_name[:40]}...) is longer "
-                "than Kafka's 249 characters: set DPSYNTH_LATEST_TOPIC")
+    for derived, variable in ((config.latest_topic_name, "DPSYNTH_LATEST_TOPIC"),
+                              (config.state_topic_name, "DPSYNTH_STATE_TOPIC")):
+        if derived is not None:
+            topics.append(derived)
+            if len(derived) > 249:
+                raise ConfigError(f"the topic name {derived[:40]}... is longer than Kafka's "
+                                  f"249 characters: set {variable}")
     if len(set(topics)) != len(topics):
         raise ConfigError(
-            "DPSYNTH_INPUT_TOPIC, DPSYNTH_OUTPUT_TOPIC, DPSYNTH_DEAD_LETTER_TOPIC and the latest "
-            f"view (DPSYNTH_LATEST_TOPIC) must be different topics (got {sorted(topics)})")
+            "DPSYNTH_INPUT_TOPIC, DPSYNTH_OUTPUT_TOPIC, DPSYNTH_DEAD_LETTER_TOPIC, the latest "
+            "view (DPSYNTH_LATEST_TOPIC) and the state topic (DPSYNTH_STATE_TOPIC) must be "
+            f"different topics (got {sorted(topics)})")
     given = set(config.model_fields_set)  # before the engine's defaults fill the rest
     updates: dict[str, Any] = {"run_id": config.run_id or f"run-{config.noise_key.fingerprint}"}
     for name, param in PARAMS.items():  # the settings whose default is the engine's

@@ -1,4 +1,4 @@
-"""The topics the worker derives from its own: the latest view (compacted), and their settings.
+"""The topics the worker derives from its own: the latest view and the state topic (compacted).
 
 Layer: adapter (confluent-kafka's AdminClient, imported lazily). ``dpsynth topics create``
 creates them with the worker's other topics; a worker that finds one missing creates it at
@@ -14,6 +14,11 @@ subscriber may still read before the cleaner removes it is bounded by the active
 that age) and the cleaner's start (``min.cleanable.dirty.ratio`` low, ``min.compaction.lag.ms``
 0). Tombstones (a release shorter than the one before) stay ``delete.retention.ms`` so that a
 reader in the middle of the topic sees them.
+
+**The state topic** (:mod:`dpsynth.stream.changelog`): the same compaction settings, one
+partition per input partition (co-partitioned), ``max.message.bytes`` fitting a state record
+(:data:`~dpsynth.stream.changelog.PART_BYTES`). It holds true counts: protect it like the
+raw-events topic.
 """
 
 from __future__ import annotations
@@ -38,10 +43,16 @@ def latest_view_config(replication: int, max_message_bytes: int) -> dict[str, st
             "max.message.bytes": str(max_message_bytes)}
 
 
-def ensure_latest_view(bootstrap: str, topic: str, partitions: int, *, max_message_bytes: int,
-                       timeout_s: float = 30.0) -> int:
-    """The latest view's partition count, creating the topic when it is missing (one partition
-    per input partition, replication min(3, brokers), min ISR one less)."""
+def state_topic_config(replication: int) -> dict[str, str]:
+    """The state topic's configuration for a replication factor."""
+    return latest_view_config(replication, 1_048_588)
+
+
+def ensure_compacted(bootstrap: str, topic: str, partitions: int, *, max_message_bytes: int,
+                     role: str = "latest view", variable: str = "DPSYNTH_LATEST_VIEW",
+                     timeout_s: float = 30.0) -> int:
+    """The partition count of a derived compacted topic, creating it when it is missing (one
+    partition per input partition, replication min(3, brokers), min ISR one less)."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -62,7 +73,7 @@ def ensure_latest_view(bootstrap: str, topic: str, partitions: int, *, max_messa
         error: Any = e.args[0] if e.args else None
         if error is None or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise ConfigError(
-                f"the latest view's topic {topic!r} is missing and cannot be created ({e}): "
-                "create it with `dpsynth topics create`, or set DPSYNTH_LATEST_VIEW=false"
+                f"the {role}'s topic {topic!r} is missing and cannot be created ({e}): "
+                f"create it with `dpsynth topics create`, or set {variable}=false"
             ) from None
     return partitions
