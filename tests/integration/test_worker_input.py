@@ -212,7 +212,7 @@ def test_records_of_an_aborted_transaction_are_never_counted(kafka_bootstrap, tm
     _transactional_produce(kafka_bootstrap, topics.input, [msg(committed[1000:2000])],
                            abort=False)
     env = worker_env(kafka_bootstrap, topics, write_schema(tmp_path / "schema.json"),
-                     tmp_path / "data", tick_seconds=0)
+                     tmp_path / "data", tick_seconds=0, changelog="false")  # replay, not restore
     expected = embedded_release_records(committed, epsilon=1.0, release_every=1000,
                                         max_depth=12, run_id="test-run", partition=0)
     with WorkerProcess(env, tmp_path / "worker.log") as worker:

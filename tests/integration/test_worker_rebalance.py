@@ -1,8 +1,8 @@
 """Two partitions, two workers, rebalances: every partition's releases equal its embedded run.
 
 Worker A starts alone and owns both input partitions; worker B joins (one partition moves to B,
-which has no local state for it and rebuilds it by replay); later B stops and A takes the
-partition back with its own older state (it replays from its stale watermark). Records arrive in
+which has no local state for it and restores it from the state topic); later B stops and A
+takes the partition back with its own older state (it replays from its stale watermark). Records arrive in
 every phase. Each partition's releases must equal ``OnlineSynthesizer(..., partition=p)`` on that
 partition's points, and a plain ``read_committed`` consumer (no dpsynth code) must see each of
 them exactly once, complete and in order: the moves publish nothing twice.
@@ -89,7 +89,8 @@ def test_two_workers_and_rebalances_keep_every_partition_equal_to_its_embedded_r
         _produce(kafka_bootstrap, topics.input, points, 6000, 10_000)
         _wait(_all_done([a, b], 10_000), [a, b])
         moved = next(iter(b.metrics()["dpsynth_t"]))
-        assert "replaying offsets [0, 60)" in b.log_path.read_text()
+        assert "state restored from the state topic" in b.log_path.read_text()
+        assert "replaying offsets [0, " not in b.log_path.read_text()
 
         b.stop()  # B leaves: A takes the partition back, its own state for it is stale
         _produce(kafka_bootstrap, topics.input, points, 10_000, 13_000)

@@ -15,6 +15,10 @@ topics, and why the defaults are what they are (``docs/operator.md`` "Topics"):
 - **latest view** (``<synthetic>-latest``, or ``--latest-topic``): each input partition's
   newest release, compacted (:mod:`dpsynth.stream.topics`), one partition per raw-events
   partition; ``--no-latest-view`` leaves it out (set ``DPSYNTH_LATEST_VIEW=false`` then);
+- **state** (sensitive: true counts; ``--state-topic``, default ``$DPSYNTH_STATE_TOPIC`` or
+  ``<group id>-state`` as the worker names it): every partition's state commits, compacted,
+  one partition per raw-events partition; ``--no-state-topic`` leaves it out (set
+  ``DPSYNTH_CHANGELOG=false`` then);
 - **dead letters** (sensitive: where raw records were rejected): one partition; every letter
   is bounded (:func:`dpsynth.stream.codecs.encode_dead_letter`), so the default size limit fits.
 
@@ -44,7 +48,7 @@ from dpsynth.cli.kafka import (
     resolve_bootstrap,
 )
 from dpsynth.client.consumer import latest_view_topic
-from dpsynth.stream.topics import latest_view_config
+from dpsynth.stream.topics import latest_view_config, state_topic_config
 
 #: A release record's largest chunk (DPSYNTH_RELEASE_MAX_RECORD_BYTES' ceiling) plus framing.
 RELEASE_RECORD_OVERHEAD = 64 * 1024
@@ -66,8 +70,8 @@ def topic_specs(*, input_topic: str, output_topic: str, dead_letter_topic: str,
                 input_retention_ms: int, output_retention_ms: int,
                 dead_letter_retention_ms: int, input_max_message_bytes: int,
                 release_max_record_bytes: int, points_topic: str | None = None,
-                output_retention_bytes: int = -1,
-                latest_topic: str | None = None) -> list[TopicSpec]:
+                output_retention_bytes: int = -1, latest_topic: str | None = None,
+                state_topic: str | None = None) -> list[TopicSpec]:
     """The topics with their partitions and configuration (see the module docstring); the
     materialised points' topic, sized like the synthetic one, when ``points_topic``.
 
@@ -75,8 +79,8 @@ def topic_specs(*, input_topic: str, output_topic: str, dead_letter_topic: str,
     ...     dead_letter_topic="d", partitions=4, output_partitions=None, replication=3,
     ...     input_retention_ms=-1, output_retention_ms=1, dead_letter_retention_ms=1,
     ...     input_max_message_bytes=1048588, release_max_record_bytes=256000,
-    ...     latest_topic="o-latest")]
-    [4, 4, 1, 4]
+    ...     latest_topic="o-latest", state_topic="g-state")]
+    [4, 4, 1, 4, 4]
     """
     common = {"min.insync.replicas": str(max(replication - 1, 1)), "cleanup.policy": "delete"}
     release_bytes = max(release_max_record_bytes + RELEASE_RECORD_OVERHEAD, 1_048_588)
@@ -97,7 +101,20 @@ def topic_specs(*, input_topic: str, output_topic: str, dead_letter_topic: str,
     if latest_topic is not None:
         specs.append(TopicSpec("latest view", latest_topic, partitions,
                                latest_view_config(replication, release_bytes)))
+    if state_topic is not None:
+        specs.append(TopicSpec("state", state_topic, partitions,
+                               state_topic_config(replication)))
     return specs
+
+
+def _default_state_topic() -> str | None:
+    """The worker's default state topic, its group id + ``-state``; None when neither the
+    group id nor the run id is known here (the worker creates it at start then)."""
+    group = os.environ.get("DPSYNTH_GROUP_ID") or ""
+    run = os.environ.get("DPSYNTH_RUN_ID") or ""
+    if not group and not run:
+        return None
+    return f"{group or 'dpsynth-' + run}-state"
 
 
 def _env(name: str, default: str) -> Any:
@@ -184,6 +201,12 @@ def _wait_visible(admin: Any, names: list[str]) -> None:
               help="The latest view's compacted topic.")
 @click.option("--no-latest-view", is_flag=True,
               help="No latest view (the worker then needs DPSYNTH_LATEST_VIEW=false).")
+@click.option("--state-topic", default=lambda: os.environ.get("DPSYNTH_STATE_TOPIC") or "",
+              show_default="$DPSYNTH_STATE_TOPIC, else GROUP-state (GROUP: $DPSYNTH_GROUP_ID, "
+              "else dpsynth-$DPSYNTH_RUN_ID)",
+              help="The state topic (true counts: protect it like the raw events).")
+@click.option("--no-state-topic", is_flag=True,
+              help="No state topic (the worker then needs DPSYNTH_CHANGELOG=false).")
 @click.option("--output-retention-ms", type=int, default=7 * DAY_MS, show_default=True,
               help="retention.ms of the synthetic topic (the history of releases; -1: "
                    "forever).")
@@ -201,6 +224,7 @@ def _wait_visible(admin: Any, names: list[str]) -> None:
 def create(bootstrap: str | None, input_topic: str, output_topic: str, dead_letter_topic: str,
            points_topic: str | None, partitions: int, output_partitions: int | None,
            replication: int | None, latest_topic: str, no_latest_view: bool,
+           state_topic: str, no_state_topic: bool,
            input_retention_ms: int, output_retention_ms: int, output_retention_bytes: int,
            dead_letter_retention_ms: int, input_max_message_bytes: int,
            release_max_record_bytes: int) -> None:
@@ -222,10 +246,13 @@ def create(bootstrap: str | None, input_topic: str, output_topic: str, dead_lett
         input_max_message_bytes=input_max_message_bytes,
         release_max_record_bytes=release_max_record_bytes, points_topic=points_topic,
         output_retention_bytes=output_retention_bytes,
-        latest_topic=None if no_latest_view else latest_topic or latest_view_topic(output_topic))
+        latest_topic=None if no_latest_view else latest_topic or latest_view_topic(output_topic),
+        state_topic=None if no_state_topic else state_topic or _default_state_topic())
     if len({s.name for s in specs}) != len(specs):
-        raise click.UsageError("the input, output, dead-letter, latest-view (and points) "
-                               "topics must be "
-                               "different topics")
+        raise click.UsageError("the input, output, dead-letter, latest-view, state (and "
+                               "points) topics must be different topics")
     for line in create_specs(admin, servers, specs, replication):
         click.echo(line)
+    if not no_state_topic and not any(s.role == "state" for s in specs):
+        click.echo("state: left to the worker, which creates <group id>-state at start (pass "
+                   "--state-topic, or set DPSYNTH_GROUP_ID or DPSYNTH_RUN_ID, to create it here)")
