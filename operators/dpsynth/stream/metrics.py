@@ -79,6 +79,10 @@ METRICS: dict[str, tuple[str, str]] = {
     ),
     "state_commit_seconds": ("histogram", "Seconds to snapshot, hash and write one commit."),
     "state_restore_seconds": ("histogram", "Seconds to read a state back from the state topic."),
+    "state_load_seconds": ("histogram", "Seconds to load a partition's state when it is "
+                                        "assigned (local store, or the state topic)."),
+    "replay_seconds": ("histogram", "Seconds to replay input the state lacked (its output was "
+                                    "published before)."),
 }
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}

@@ -72,12 +72,6 @@ Replay = Callable[[int, int, int], Iterable[InputMessage]]
 REPLAY_BATCH = 5000
 
 
-def output_topics(config: WorkerConfig, latest_partitions: int = 1) -> Topics:
-    """The topics a partition's output goes to (the latest view's when it is on)."""
-    return Topics(config.output_topic, config.dead_letter_topic, config.latest_topic_name,
-                  max(int(latest_partitions), 1))
-
-
 class PartitionProcessor:
     """The synthesizer, state store and commit protocol of one input partition.
 
@@ -118,14 +112,17 @@ class PartitionProcessor:
         self._public_config = public_config(config)
         self._markers = MarkerKey(config.noise_key.reveal(), config.run_id)
         self.last_tick_ms = -1  # period of the last tick marker applied (in the state)
+        started = time.perf_counter()
         self.synth, self.committed, latest_records = self._load()
+        self.metrics.observe("state_load_seconds", self.partition, time.perf_counter() - started)
         self.watermark = self.committed  # last offset fed to the synthesizer (in memory)
         #: last input offset whose output is committed (the group's offset − 1); at least the
         #: state's: the state is only ever committed after the transaction covering it
         self.published = self.committed
         self.output = Output(
             run_id=config.run_id, partition=self.partition,
-            topics=output_topics(config, latest_partitions), sink=sink,
+            topics=Topics(config.output_topic, config.dead_letter_topic,
+                          config.latest_topic_name, max(int(latest_partitions), 1)), sink=sink,
             encode=lambda release: self.synth.encode(
                 release, run_id=config.run_id, partition=self.partition,
                 max_chunk_bytes=config.release_max_record_bytes),
@@ -221,7 +218,7 @@ class PartitionProcessor:
             self.partition, first, self.watermark, start, first,
         )
         assert self.replay is not None
-        self._replaying = True
+        self._replaying, started = True, time.perf_counter()
         batch: list[InputMessage] = []
         replayed = 0
         try:
@@ -237,6 +234,7 @@ class PartitionProcessor:
         finally:
             self._replaying = False
         self.published = max(self.published, first - 1)
+        self.metrics.observe("replay_seconds", self.partition, time.perf_counter() - started)
         log.info("partition %d: replayed %d messages; t=%d", self.partition, replayed,
                  self.synth.t)
 
