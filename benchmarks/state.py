@@ -54,8 +54,11 @@ def _histogram_sum(metrics: dict[str, dict[str, float]], name: str) -> float:
     return metrics.get(f"dpsynth_{name}_sum", {}).get("0", 0.0)
 
 
-def _wait(worker: WorkerProcess, n: int, timeout_s: float) -> dict[str, dict[str, float]]:
-    return worker.wait_for(lambda m: m.get("dpsynth_t", {}).get("0", 0) >= n,
+def _wait(worker: WorkerProcess, n: int, timeout_s: float,
+          offset: int = -1) -> dict[str, dict[str, float]]:
+    """Until t ≥ n and the state is committed through ``offset``."""
+    return worker.wait_for(lambda m: m.get("dpsynth_t", {}).get("0", 0) >= n
+                           and m.get("dpsynth_watermark", {}).get("0", -1) >= offset,
                            timeout_s=timeout_s)
 
 
@@ -75,7 +78,7 @@ def restore_times(bootstrap: str, n: int, work: Path, timeout_s: float) -> dict[
     out: dict[str, Any] = {"records": n}
     with WorkerProcess(env, work / f"state-{tag}-a.log") as worker:
         start = time.monotonic()
-        metrics = _wait(worker, n, timeout_s)
+        metrics = _wait(worker, n, timeout_s, n // PER_MESSAGE - 1)
         out["count_s"] = time.monotonic() - start
         out["state_bytes"] = metrics.get("dpsynth_state_bytes", {}).get("0")
     for path, extra, value in (("state_topic", {}, n + 1),
@@ -83,7 +86,7 @@ def restore_times(bootstrap: str, n: int, work: Path, timeout_s: float) -> dict[
         shutil.rmtree(data)
         produce_messages(bootstrap, topics.input, [(0, packer.pack([records[value - 1]]))])
         with WorkerProcess({**env, **extra}, work / f"state-{tag}-{path}.log") as worker:
-            metrics = _wait(worker, value, timeout_s)
+            metrics = _wait(worker, value, timeout_s, n // PER_MESSAGE + value - n - 1)
         out[path] = {
             "load_s": _histogram_sum(metrics, "state_load_seconds"),
             "topic_read_s": _histogram_sum(metrics, "state_restore_seconds"),
@@ -169,7 +172,8 @@ def format_report(report: dict[str, Any]) -> str:
 @click.option("--kafka-dir", default=DEFAULT_KAFKA_DIR, show_default=True)
 @click.option("--history", multiple=True, type=int, help="History lengths (repeatable).")
 @click.option("--rate", type=int, default=2000, show_default=True)
-@click.option("--soak-s", type=float, default=60.0, show_default=True)
+@click.option("--soak-s", type=float, default=60.0, show_default=True,
+              help="Seconds of the soak (0: no soak).")
 @click.option("--baseline", default=BASELINE_REV, show_default=True,
               help="Git revision of the soak's comparison worker (empty: none).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
@@ -189,8 +193,9 @@ def bench_state(bootstrap: str | None, kafka_dir: str, history: tuple[int, ...],
         for n in history or HISTORY:
             report["restore"].append(restore_times(address, n, work, timeout_s))
             click.echo(json.dumps(report["restore"][-1]), err=True)
-        report["soak"]["deltas (issue 28)"] = soak(address, rate, soak_s, work, timeout_s)
-        if baseline:
+        if soak_s > 0:
+            report["soak"]["deltas (issue 28)"] = soak(address, rate, soak_s, work, timeout_s)
+        if soak_s > 0 and baseline:
             report["soak"][f"chunks ({baseline})"] = soak(
                 address, rate, soak_s, work, timeout_s, baseline_tree(baseline, work))
     load.append(os.getloadavg()[0])
