@@ -1,14 +1,14 @@
 """The worker with the tabular engine (``DPSYNTH_ENGINE=tabular``) on a real broker and RocksDB.
 
-Every test runs ``python -m dpsynth worker`` as a subprocess on fresh topics and compares
-the synthetic topic with the embedded ``TabularSynthesizer(..., partition=p)`` fed the same
-records under the same key (``tests.support.tabular``): byte-identical records, every
-release exactly once. A crash uses the commit protocol's crash points (``DPSYNTH_CRASH_AT``); a
-lost data directory is restored from the state topic (a tabular snapshot's base and deltas). The crash test runs the
+Every test runs ``python -m dpsynth worker`` as a subprocess on fresh topics and compares the
+synthetic topic with the embedded ``TabularSynthesizer(..., partition=p)`` fed the same records
+under the same key (``tests.support.tabular``): byte-identical records, every release exactly once.
+A crash uses the commit protocol's crash points (``DPSYNTH_CRASH_AT``); a lost data directory is
+restored from the state topic (a tabular snapshot's base and deltas). The crash test runs the
 tabular default, add/remove: steps end only at tick markers (written into the input between the
-records and by the worker's timer), and the reference is the embedded synthesizer replayed over
-the input partition, markers included; the others run under replacement with a step every
-RELEASE_EVERY records (``DPSYNTH_TICK_SECONDS=0``).
+records and by the worker's timer), and the reference is the embedded synthesizer replayed over the
+input partition, markers included; the others run under replacement with a step every RELEASE_EVERY
+records (``DPSYNTH_TICK_SECONDS=0``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Two partitions, two workers, rebalances: every partition's releases equal its embedded run.
 
 Worker A starts alone and owns both input partitions; worker B joins (one partition moves to B,
-which has no local state for it and restores it from the state topic); later B stops and A
-takes the partition back with its own older state (it replays from its stale watermark). Records arrive in
-every phase. Each partition's releases must equal ``OnlineSynthesizer(..., partition=p)`` on that
-partition's points, and a plain ``read_committed`` consumer (no dpsynth code) must see each of
+which has no local state for it and restores it from the state topic); later B stops and A takes
+the partition back with its own older state (it replays from its stale watermark). Records arrive
+in every phase. Each partition's releases must equal ``OnlineSynthesizer(..., partition=p)`` on
+that partition's points, and a plain ``read_committed`` consumer (no dpsynth code) must see each of
 them exactly once, complete and in order: the moves publish nothing twice.
 """
 

@@ -232,10 +232,15 @@ class Operator:
 
 
 def _close(sink: object) -> None:
-    """Close a partition's producer if it has a ``close`` (the test kit's may not)."""
+    """Close a partition's producer if it has a ``close`` (the test kit's may not); a failure
+    is logged, never raised (the partition is being given up anyway)."""
     close = getattr(sink, "close", None)
     if close is not None:
-        close()
+        try:
+            close()
+        except Exception as e:  # noqa: BLE001 - closing must not stop a rejoin or a stop
+            log.warning("a partition's producer did not close cleanly (%s: %s)",
+                        type(e).__name__, e)
 
 
 class InputService(Service):

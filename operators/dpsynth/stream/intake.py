@@ -99,7 +99,7 @@ class FencedTooOften(RuntimeError):
 
     def __init__(self, err: KafkaError, instance: str) -> None:
         super().__init__(
-            f"the input consumer failed {REJOINS_PER_WINDOW + 1} times within "
+            f"the input consumer or a producer failed {REJOINS_PER_WINDOW + 1} times within "
             f"{REJOIN_WINDOW_S:g} s (last: {err.str()}); if it "
             f"was fenced, another live worker uses group.instance.id {instance!r}: give each "
             "worker its own DPSYNTH_GROUP_INSTANCE_ID (or POD_NAME), or set it to 'off'")
@@ -190,8 +190,9 @@ class InputLoop:
     def _rejoin(self, err: KafkaError) -> None:
         """After a fatal consumer error: close the partitions' states (at their committed
         watermarks, so nothing is lost or counted twice) and the consumer, join again."""
-        log.warning("input consumer failed (%s): closing its partitions' states and joining the "
-                    "group again with a new consumer", err.str())
+        log.warning("a Kafka client failed for good (%s: the input consumer, or a partition's "
+                    "producer fenced after its transaction timed out): closing the partitions' "
+                    "states and producers and joining the group again", err.str())
         self._release(sorted(self.operator.processors))
         self._close()
         self._join()

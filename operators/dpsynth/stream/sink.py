@@ -155,6 +155,7 @@ class TransactionalSink:
         whole), ``KafkaException`` on a fatal error (this producer was fenced: the partition
         belongs to another worker now)."""
         try:
+            self.flush()  # a record that failed aborts the transaction (epoch bump) at once
             if offset is not None:
                 metadata = self.group_metadata() if self.group_metadata is not None else None
                 if metadata is None:
@@ -195,12 +196,13 @@ class TransactionalSink:
             self._retry(self._producer.abort_transaction)
 
     def close(self) -> None:
-        """Abort an open transaction (best effort) and drop the producer."""
+        """Abort an open transaction (best effort) and drop the producer; never raises (a
+        fenced or failed producer cannot abort: its successor's initialisation does)."""
         try:
             self.abort()
-        except KafkaException as e:  # a fenced producer cannot abort: its successor did
+            self._producer.flush(1.0)
+        except KafkaException as e:
             log.info("%s closed without abort (%s)", self.transactional_id, e)
-        self._producer.flush(1.0)
 
 
 class KafkaSink:
