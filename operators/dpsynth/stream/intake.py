@@ -43,6 +43,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from dpsynth.errors import ConfigError
 from dpsynth.stream.processor import InputMessage
 from dpsynth.stream.settings import WorkerConfig
+from dpsynth.stream.sink import MembershipLost
 
 if TYPE_CHECKING:
     from dpsynth.stream.app import Operator
@@ -148,10 +149,14 @@ class InputLoop:
             while not self._stopping.is_set():
                 try:
                     self._poll()
-                except KafkaException as e:
-                    err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-                    if err is None or not is_fatal(err):
-                        raise
+                except (KafkaException, MembershipLost) as e:
+                    if isinstance(e, MembershipLost):  # the consumer's positions are stale
+                        err = e.error
+                    else:
+                        found = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                        if found is None or not is_fatal(found):
+                            raise
+                        err = found
                     now = time.monotonic()
                     rejoins = [r for r in rejoins if now - r < REJOIN_WINDOW_S] + [now]
                     if len(rejoins) > REJOINS_PER_WINDOW:

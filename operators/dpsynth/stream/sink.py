@@ -58,6 +58,22 @@ class TransactionAborted(DpsynthError):
     to ``read_committed`` readers and its input offset is not committed; retry it whole."""
 
 
+class MembershipLost(DpsynthError):
+    """The input consumer group refused the transaction's offsets: this worker's consumer lost
+    its generation (fenced by another static member, or a rebalance). The transaction is
+    aborted; the input loop must join the group again (its positions are stale) before
+    anything of the partition is published. ``error``: the broker's."""
+
+    def __init__(self, message: str, error: KafkaError) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+#: Offset-commit errors that say the consumer's membership is stale (KIP-447 fencing).
+_MEMBERSHIP = frozenset((KafkaError.ILLEGAL_GENERATION, KafkaError.FENCED_INSTANCE_ID,
+                         KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS))
+
+
 def transactional_id(run_id: str, input_topic: str, partition: int) -> str:
     """The ``transactional.id`` of an input partition's release producer: one per (run, input
     partition), whichever worker owns it, so that a new owner fences the previous one.
@@ -166,6 +182,10 @@ class TransactionalSink:
             self._retry(self._producer.commit_transaction)
         except KafkaException as e:
             err = _error(e)
+            if err is not None and err.code() in _MEMBERSHIP:
+                self.abort()
+                raise MembershipLost(f"{self.transactional_id}: the group refused the "
+                                     f"offsets ({err.str()})", err) from None
             if err is not None and err.txn_requires_abort():
                 self._abort_after(err.str())
             raise
