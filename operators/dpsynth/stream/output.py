@@ -81,6 +81,7 @@ class Topics:
     dead_letter: str
     latest: str | None = None  # None: no latest view
     latest_partitions: int = 1
+    points: str | None = None  # the materialised points (DPSYNTH_POINTS_FORMAT), or None
 
 
 @dataclass
@@ -94,16 +95,20 @@ class Output:
     """The pending output of one input partition and its transactions (module docstring).
 
     ``encode(release)`` returns ``(sequence, records)`` of a release in its wire format;
-    ``history_key(sequence)`` the history topic's key of its records.
+    ``history_key(sequence)`` the history topic's key of its records; ``points(release)`` its
+    materialised points' records (:mod:`dpsynth.stream.points`), produced right after its
+    records with the same key, in the same transaction.
     """
 
     def __init__(self, *, run_id: str, partition: int, topics: Topics, sink: TransactionalSink,
                  encode: Callable[[Any], tuple[int, list[bytes]]],
                  history_key: Callable[[int], bytes], linger_s: float, latest_interval_s: float,
                  latest_records: int = 0, metrics: Metrics | None = None,
-                 crash: CrashPoints | None = None) -> None:
+                 crash: CrashPoints | None = None,
+                 points: Callable[[Any], list[bytes]] | None = None) -> None:
         self.run_id, self.partition, self.topics, self.sink = run_id, partition, topics, sink
         self.encode, self.history_key = encode, history_key
+        self.points = points
         self.linger_s, self.latest_interval_s = linger_s, latest_interval_s
         self.metrics = metrics or Metrics()
         self.crash = crash or CrashPoints(None)
@@ -178,9 +183,15 @@ class Output:
                 or offset is not None):
             return False
         records: list[tuple[str, bytes, bytes | None, int | None]] = []
-        for sequence, release_records in encoded:
+        points = 0
+        for (sequence, release_records), (release, _, _) in zip(
+                encoded, self._pending.releases, strict=True):
             key = self.history_key(sequence)
             records += [(topics.output, key, r, None) for r in release_records]
+            if topics.points is not None and self.points is not None:
+                point_records = self.points(release)  # DPSYNTH_POINTS_FORMAT
+                records += [(topics.points, key, r, None) for r in point_records]
+                points += len(point_records)
         records += [(topics.dead_letter, k, v, None) for k, v in self._pending.dead_letters]
         if write_latest:
             records += self._latest_records()
@@ -191,6 +202,8 @@ class Output:
             self.metrics.observe("release_latency_seconds", p, max(delivered - arrived, 0.0))
         self.metrics.inc("releases", p, len(encoded))
         self.metrics.inc("release_records", p, sum(len(r) for _, r in encoded))
+        if points:
+            self.metrics.inc("points_records", p, points)
         if write_latest:
             assert self._latest is not None
             self.latest_records = len(self._latest)

@@ -48,6 +48,7 @@ from dpsynth.stream.engines import Engine, check_bound, open_engine, public_conf
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.output import Output, Topics, TransactionalSink
 from dpsynth.stream.persist import PartitionState
+from dpsynth.stream.points import points_records
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.store import PartitionStore
 from dpsynth.stream.ticks import Marker, MarkerKey, parse_marker
@@ -77,8 +78,7 @@ class PartitionProcessor:
 
     Not thread-safe: one caller at a time (the worker runs it in its input thread).
     ``state``: where the state is committed (the local store and the state topic), or
-    ``store`` alone;
-    ``latest_partitions``: the latest view's partition count.
+    ``store`` alone; ``latest_partitions``: the latest view's partition count.
     """
 
     def __init__(
@@ -122,7 +122,9 @@ class PartitionProcessor:
         self.output = Output(
             run_id=config.run_id, partition=self.partition,
             topics=Topics(config.output_topic, config.dead_letter_topic,
-                          config.latest_topic_name, max(int(latest_partitions), 1)), sink=sink,
+                          config.latest_topic_name, max(int(latest_partitions), 1),
+                          None if config.points_format == "none" else config.points_topic),
+            sink=sink, points=lambda release: points_records(config, release, self.partition),
             encode=lambda release: self.synth.encode(
                 release, run_id=config.run_id, partition=self.partition,
                 max_chunk_bytes=config.release_max_record_bytes),

@@ -296,7 +296,7 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
                  "DPSYNTH_EPSILON / DPSYNTH_RELEASE_EVERY / DPSYNTH_MAX_DEPTH / DPSYNTH_MECHANISM"
                  " / DPSYNTH_NEIGHBOURS / DPSYNTH_PRIVACY_UNIT / DPSYNTH_MAX_CONTRIBUTIONS")
         raise ConfigError(f"{names}: {e}") from None
-    _check_points(config, topics)
+    _check_points(config, tuple(topics))
     return config
 
 
@@ -309,7 +309,7 @@ def _check_points(config: WorkerConfig, topics: tuple[str, ...]) -> None:
                           "carry their rows already; unset DPSYNTH_POINTS_FORMAT")
     if config.points_topic in topics:
         raise ConfigError(f"DPSYNTH_POINTS_TOPIC ({config.points_topic!r}) must differ from the "
-                          "input, output and dead-letter topics")
+                          "input, output, dead-letter, latest-view and state topics")
     assert config.schema is not None  # the point engine's (checked before)
     metadata = config.synthesizer(config.d, bytes(32)).release().metadata
     try:

@@ -148,7 +148,7 @@ class TransactionalSink:
     def send(self, topic: str, key: bytes, value: bytes | None,
              partition: int | None = None) -> None:
         """Queue one record of the open transaction (``value`` None: a tombstone)."""
-        where = {} if partition is None else {"partition": partition}
+        where: dict[str, Any] = {} if partition is None else {"partition": partition}
         while True:
             try:
                 self._producer.produce(topic, value=value, key=key, on_delivery=self._on_delivery,

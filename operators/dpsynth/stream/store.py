@@ -265,7 +265,8 @@ class PartitionStore:
         start = time.perf_counter()
         batch = rocksdict.WriteBatch(raw_mode=True)
         previous = self._manifest or {}
-        base = {k: previous[k] for k in ("length", "chunk_bytes", "chunks") if k in previous}
+        base: dict[str, Any] = {k: previous[k] for k in ("length", "chunk_bytes", "chunks")
+                                if k in previous}
         deltas: list[bytes] = list(previous.get("deltas") or [])
         if state is not None and state.delta is not None:
             if not base:
@@ -286,7 +287,7 @@ class PartitionStore:
             base_seq = 0 if state is None else state.seq
         if users is not None and len(users):
             nbytes += _put_users(batch, users)  # privacy: P15 (atomic with the watermark)
-        manifest = {
+        manifest: dict[str, Any] = {
             "format": STORE_FORMAT, "run_id": self.run_id, "partition": self.partition,
             "watermark": int(watermark), "t": int(t), "sequence": int(sequence),
             "last_tick_ms": int(last_tick_ms), "latest_records": int(latest_records),

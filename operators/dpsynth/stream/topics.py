@@ -54,7 +54,8 @@ def ensure_compacted(bootstrap: str, topic: str, partitions: int, *, max_message
     """The partition count of a derived compacted topic, creating it when it is missing (one
     partition per input partition, replication min(3, brokers), min ISR one less)."""
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
 
     from dpsynth.errors import ConfigError
 
