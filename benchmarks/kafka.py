@@ -36,7 +36,10 @@ in degrees), replayed in time order until the wanted number of records:
    ``/metrics`` poll (every 20 ms) that shows t = all records, the watermark at the last record
    and every release by count delivered: the worker's rates are lower bounds.
 
-Ratios printed (same run): (a)/(c), (a)/(d), (b)/(e), (a)/(f), (b)/(g). Goals (issue 15):
+   (h) ``dpsynth-1000-tx``: (b) with transactions only (``DPSYNTH_CHANGELOG=false``,
+       ``DPSYNTH_LATEST_VIEW=false``): what the state topic and the latest view cost on top.
+
+Ratios printed (same run): (a)/(c), (a)/(d), (b)/(e), (a)/(f), (b)/(g), (h)/(g). Goals (issue 15):
 (a) ≥ 2·10⁴ and (b) ≥ 2·10⁵ records/s.
 
 .. code-block:: console
@@ -78,7 +81,7 @@ SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schemas" / "example-schema.
 DEFAULT_KAFKA_DIR = "/tmp/bk-kafka"  # noqa: S108 - a run dir for a local test broker
 POLL_S = 0.02
 VARIANTS = ("dpsynth-1", "dpsynth-1-before", "dpsynth-1000", "dpsynth-1000-before",
-            "faust-noop", "raw", "library")
+            "dpsynth-1000-tx", "faust-noop", "raw", "library")
 LABELS = {
     "dpsynth-1": "(a) dpsynth worker, defaults, 1 record per message",
     "dpsynth-1000": "(b) dpsynth worker, defaults, 1000 records per message",
@@ -87,7 +90,10 @@ LABELS = {
     "library": "(e) the embedded engine alone (no Kafka), same records and defaults",
     "dpsynth-1-before": "(f) as (a), the worker of --baseline (before transactions)",
     "dpsynth-1000-before": "(g) as (b), the worker of --baseline (before transactions)",
+    "dpsynth-1000-tx": "(h) as (b), transactions only (no state topic, no latest view)",
 }
+#: What a variant sets beyond the defaults.
+VARIANT_ENV = {"dpsynth-1000-tx": {"DPSYNTH_CHANGELOG": "false", "DPSYNTH_LATEST_VIEW": "false"}}
 #: The last commit whose worker published without transactions (at-least-once + de-duplication).
 BASELINE_REV = "2ff6967"
 REPO = Path(__file__).resolve().parents[1]
@@ -241,14 +247,15 @@ def baseline_tree(rev: str, work: Path) -> Path:
 
 
 def _run_dpsynth(bootstrap: str, topic: str, n: int, n_messages: int, work: Path, name: str,
-                 timeout_s: float, pythonpath: Path | None = None) -> dict[str, Any]:
+                 timeout_s: float, pythonpath: Path | None = None,
+                 extra: dict[str, str] | None = None) -> dict[str, Any]:
     """The worker on a pre-produced ``topic``; rates from /metrics polls (module docstring).
     ``pythonpath``: run the dpsynth found there (a baseline) instead of this one."""
     tag = uuid.uuid4().hex[:8]
     topics = Topics(topic, f"bench-{name}-{tag}-synthetic", f"bench-{name}-{tag}-dead")
     create_topics(bootstrap, {topics.output: 1, topics.dead_letter: 1})
     releases = n // RELEASE_EVERY
-    env = _worker_env(bootstrap, topics, work / f"{name}-data", tag, name)
+    env = {**_worker_env(bootstrap, topics, work / f"{name}-data", tag, name), **(extra or {})}
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
     with WorkerProcess(env, work / f"{name}.log") as worker:
@@ -329,7 +336,7 @@ def _run_variant(variant: str, bootstrap: str, single: str, batched: str, messag
     name = f"{variant}-{uuid.uuid4().hex[:6]}"
     if variant.startswith("dpsynth-1000"):
         r = _run_dpsynth(bootstrap, batched, records, records // PER_MESSAGE, work_dir, name,
-                         timeout_s, before)
+                         timeout_s, before, VARIANT_ENV.get(variant))
     elif variant.startswith("dpsynth-1"):
         r = _run_dpsynth(bootstrap, single, messages, messages, work_dir, name, timeout_s,
                          before)
@@ -340,7 +347,7 @@ def _run_variant(variant: str, bootstrap: str, single: str, batched: str, messag
         r = _run_child(variant, bootstrap, single, messages, work_dir, timeout_s)
     else:
         r = _run_library(gowalla_records(records))
-    r["records"] = (records if variant in ("dpsynth-1000", "dpsynth-1000-before", "library")
+    r["records"] = (records if variant.startswith("dpsynth-1000") or variant == "library"
                     else min(faust_messages, messages) if variant == "faust-noop" else messages)
     return r
 
@@ -377,7 +384,8 @@ def run_kafka_bench(bootstrap: str, messages: int = 1_000_000, records: int = 2_
     for name, (a, b) in {"(a)/(c)": ("dpsynth-1", "faust-noop"), "(a)/(d)": ("dpsynth-1", "raw"),
                          "(b)/(e)": ("dpsynth-1000", "library"),
                          "(a)/(f)": ("dpsynth-1", "dpsynth-1-before"),
-                         "(b)/(g)": ("dpsynth-1000", "dpsynth-1000-before")}.items():
+                         "(b)/(g)": ("dpsynth-1000", "dpsynth-1000-before"),
+                         "(h)/(g)": ("dpsynth-1000-tx", "dpsynth-1000-before")}.items():
         if a in rate and b in rate:
             ratios[name] = rate[a] / rate[b]
     goals = {f"{k} >= {v:.0e}": rate[k] >= v for k, v in GOALS.items() if k in rate}
@@ -399,7 +407,8 @@ def format_table(report: dict[str, Any]) -> str:
                     f"{r['records_per_s']:,.0f} |")
     lines = ["\n".join(rows), ""]
     lines += [f"{name} = {value:.2f}" for name, value in report["ratios"].items()]
-    for variant in ("dpsynth-1", "dpsynth-1-before", "dpsynth-1000", "dpsynth-1000-before"):
+    for variant in ("dpsynth-1", "dpsynth-1-before", "dpsynth-1000", "dpsynth-1000-before",
+                    "dpsynth-1000-tx"):
         r = report["results"].get(variant)
         if r:
             lines.append(f"{variant}: {r['releases']:.0f} releases, mean release latency "

@@ -52,10 +52,25 @@ def snapshot_digest(blob: bytes) -> bytes:
     return bytes(blob[len(MAGIC):len(MAGIC) + 32])
 
 
-def _flat_bytes(a: np.ndarray) -> np.ndarray:
-    """The array's elements as rows of bytes (byte equality: -0.0 and NaN payloads count)."""
+def _as_words(a: np.ndarray) -> np.ndarray:
+    """The array's elements as unsigned integers of their width (byte equality: -0.0 and NaN
+    payloads count), or as rows of bytes for other widths."""
     flat = np.ascontiguousarray(a).reshape(-1)
-    return flat.view(np.uint8).reshape(flat.size, a.dtype.itemsize)
+    size = a.dtype.itemsize
+    if size in (1, 2, 4, 8):
+        return flat.view(f"u{size}")
+    return flat.view(np.uint8).reshape(flat.size, size)
+
+
+def _raw(a: np.ndarray) -> memoryview:
+    """The array's bytes (compared as bytes: a float view would call -0.0 and 0.0 equal)."""
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8).data
+
+
+def _changed(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Flat indices of the elements whose bytes differ (same dtype and shape)."""
+    differ = _as_words(old) != _as_words(new)
+    return np.flatnonzero(differ if differ.ndim == 1 else differ.any(axis=1))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -76,9 +91,9 @@ def _same(a: Any, b: Any) -> bool:
 
 def _diff_array(old: np.ndarray, new: np.ndarray, path: _Path, ops: list[Any]) -> None:
     if old.shape == new.shape:
-        if not new.size:
+        if not new.size or _raw(old) == _raw(new):  # most arrays are unchanged: one memcmp
             return
-        changed = np.flatnonzero((_flat_bytes(old) != _flat_bytes(new)).any(axis=1))
+        changed = _changed(old, new)
         if not changed.size:
             return
         index = changed.astype("<u4" if new.size < 2**32 else "<u8")

@@ -252,3 +252,31 @@ def test_release_latency_and_state_metrics(config):
     assert 'dpsynth_t{partition="0"} 1000' in text
     assert proc.metrics.get("state_chunks_written", 0) >= 1
     proc.close()
+
+
+@pytest.mark.parametrize("point", ["mid_release", "after_release_produced",
+                                   "after_transaction_commit"])
+def test_releases_sent_into_an_open_transaction_are_published_once(tmp_path, point):
+    """Mid-batch the releases are sent into an open transaction (the broker takes them while
+    the batch goes on) and committed at the batch's end: a crash in between shows none of them
+    to read_committed readers, and the restart publishes each once."""
+    config = point_config(tmp_path, DPSYNTH_RELEASE_EVERY=str(RELEASE_EVERY),
+                          DPSYNTH_STATE_COMMIT_INTERVAL_S="3600")  # no commit mid-batch
+    points = np.random.default_rng(12).random((6000, 2))
+    messages = _messages(points)
+    sink = MemorySink()
+    proc = _processor(config, sink, crash_at=(point, 2))
+    with pytest.raises(Crash):
+        _run(proc, messages, 0, batch=12)  # 1560 records a batch: 3 releases each
+    sink.crash()
+    proc.close()
+    start = sink.group_offset or 0
+    restarted = _processor(config, sink, replay=lambda p, s, e: iter(messages[s:e]))
+    _run(restarted, messages, start, batch=12)
+    restarted.commit()
+    assert restarted.synth.t == len(points)
+    stats = check_against_embedded(sink.records(config.output_topic), _expected(points),
+                                   "test-run")
+    assert stats["duplicates"] == 0
+    assert sink.transactions < stats["releases"]  # a batch's releases: one transaction
+    restarted.close()

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 #: How long a publish keeps retrying aborted transactions before the worker gives up (exit 3).
 RETRY_FOR_S = 120.0
+#: A record as sent: (topic, key, value — None: a tombstone —, partition — None: by key).
+Record = tuple[str, bytes, bytes | None, int | None]
 
 
 class TransactionalSink(Protocol):
@@ -116,6 +118,9 @@ class Output:
         #: release need tombstones); bound to the state (the manifest), raised by replays
         self.latest_records = int(latest_records)
         self._pending = _Pending()
+        self._sent = _Pending()  # produced into the open transaction, not committed
+        self._sent_records = self._sent_points = 0
+        self._open_at: float | None = None
         self._latest: list[bytes] | None = None  # newest release not yet in the latest view
         self._latest_at = float("-inf")  # when the latest view was last written
 
@@ -159,6 +164,7 @@ class Output:
         """Drop the pending output: a committed transaction published it already (a replay
         below the group's offset). The newest dropped release is kept for the latest view (it
         may not have reached it), the record counts of all for its tombstones."""
+        assert self._open_at is None, "a replay never runs inside a transaction"
         for release, _, _ in self._pending.releases:
             _, records = self.encode(release)
             self.latest_records = max(self.latest_records, len(records))
@@ -168,89 +174,111 @@ class Output:
 
     # -- publishing ----------------------------------------------------------------------------
 
-    def publish(self, offset: int | None, *, latest: bool = False,
-                extra: list[tuple[str, bytes, bytes | None, int | None]] | None = None) -> bool:
-        """One transaction: every pending record, the latest view when due (or ``latest``),
-        ``extra`` records (the state topic's) and the input ``offset`` (the next offset to
-        read; None: none). Returns False when there was nothing to do. Retries an aborted
-        transaction whole, for up to :data:`RETRY_FOR_S`."""
-        p, topics = self.partition, self.topics
-        encoded = [self.encode(release) for release, _, _ in self._pending.releases]
-        if encoded and topics.latest:
-            self._latest = encoded[-1][1]
-        write_latest = self._latest is not None and (latest or self.latest_due())
-        if not (encoded or self._pending.dead_letters or write_latest or extra
-                or offset is not None):
-            return False
-        records: list[tuple[str, bytes, bytes | None, int | None]] = []
-        points = 0
-        for (sequence, release_records), (release, _, _) in zip(
-                encoded, self._pending.releases, strict=True):
+    @property
+    def open_since(self) -> float | None:
+        """When the open transaction began (None: none is open)."""
+        return self._open_at
+
+    def send(self) -> None:
+        """Produce the pending releases (and their points) and dead letters into the open
+        transaction — begun now when none is — without waiting: the broker takes them while
+        the caller computes the next releases; :meth:`publish` commits them."""
+        if not self.pending:
+            return
+        if self._open_at is None:
+            self.sink.begin()
+            self._open_at = time.monotonic()
+        topics, pending = self.topics, self._pending
+        self._pending = _Pending()
+        records: list[Record] = []
+        first = 0
+        for release, _, _ in pending.releases:
+            sequence, release_records = self.encode(release)
             key = self.history_key(sequence)
+            first = first or len(release_records)
             records += [(topics.output, key, r, None) for r in release_records]
+            self._sent_records += len(release_records)
+            if topics.latest:
+                self._latest = release_records
             if topics.points is not None and self.points is not None:
                 point_records = self.points(release)  # DPSYNTH_POINTS_FORMAT
                 records += [(topics.points, key, r, None) for r in point_records]
-                points += len(point_records)
-        records += [(topics.dead_letter, k, v, None) for k, v in self._pending.dead_letters]
-        if write_latest:
-            records += self._latest_records()
-        records += extra or []
-        self._transact(records, offset, half=len(encoded[0][1]) // 2 if encoded else 0)
+                self._sent_points += len(point_records)
+        records += [(topics.dead_letter, k, v, None) for k, v in pending.dead_letters]
+        start = 0
+        if first and self.crash.armed("mid_release"):
+            for record in records[:first // 2 or 1]:
+                self.sink.send(*record)
+            self.sink.flush()  # half a release on the broker, in an open transaction
+            self.crash.reached("mid_release")
+            start = first // 2 or 1
+        for record in records[start:]:
+            self.sink.send(*record)
+        self._sent.releases += pending.releases
+        self._sent.dead_letters += pending.dead_letters
+
+    def publish(self, offset: int | None, *, latest: bool = False,
+                extra: list[Record] | None = None) -> bool:
+        """Commit one transaction: what :meth:`send` put in it, every pending record, the
+        latest view when due (or ``latest``), ``extra`` records (the state topic's) and the
+        input ``offset`` (the next offset to read; None: none). Returns False when there was
+        nothing to do. An aborted transaction is sent again whole (the same bytes: releases
+        are encoded again), for up to :data:`RETRY_FOR_S`."""
+        p = self.partition
+        deadline = time.monotonic() + RETRY_FOR_S
+        while True:
+            self.send()
+            write_latest = self._latest is not None and (latest or self.latest_due())
+            if self._open_at is None and not (write_latest or extra or offset is not None):
+                return False
+            try:
+                if self._open_at is None:
+                    self.sink.begin()
+                    self._open_at = time.monotonic()
+                for record in (self._latest_records() if write_latest else []) + (extra or []):
+                    self.sink.send(*record)
+                if self.crash.armed("after_release_produced"):
+                    self.sink.flush()
+                self.crash.reached("after_release_produced")
+                self.sink.commit(offset)
+                break
+            except TransactionAborted as e:
+                self.metrics.inc("transactions_aborted", p)
+                self._open_at = None
+                # what the aborted transaction held is pending again, in order
+                self._pending = _Pending(self._sent.releases + self._pending.releases,
+                                         self._sent.dead_letters + self._pending.dead_letters)
+                self._sent, self._sent_records, self._sent_points = _Pending(), 0, 0
+                if time.monotonic() > deadline:
+                    raise DeliveryError(
+                        f"partition {p}: transactions kept aborting for {RETRY_FOR_S:g} s "
+                        f"(last: {e}); check the brokers") from None
+                log.warning("partition %d: %s; publishing it again", p, e)
         delivered = time.monotonic()
-        for _, arrived, _ in self._pending.releases:
+        self._open_at = None
+        for _, arrived, _ in self._sent.releases:
             self.metrics.observe("release_latency_seconds", p, max(delivered - arrived, 0.0))
-        self.metrics.inc("releases", p, len(encoded))
-        self.metrics.inc("release_records", p, sum(len(r) for _, r in encoded))
-        if points:
-            self.metrics.inc("points_records", p, points)
+        self.metrics.inc("releases", p, len(self._sent.releases))
+        self.metrics.inc("release_records", p, self._sent_records)
+        if self._sent_points:
+            self.metrics.inc("points_records", p, self._sent_points)
         if write_latest:
             assert self._latest is not None
             self.latest_records = len(self._latest)
             self._latest, self._latest_at = None, delivered
             self.metrics.inc("latest_view_writes", p)
-        self._pending = _Pending()
+        self._sent, self._sent_records, self._sent_points = _Pending(), 0, 0
+        self.metrics.inc("transactions", p)
+        self.crash.reached("after_transaction_commit")
         return True
 
-    def _latest_records(self) -> list[tuple[str, bytes, bytes | None, int | None]]:
+    def _latest_records(self) -> list[Record]:
         """The newest release under its latest-view keys, and tombstones past its end."""
         assert self._latest is not None and self.topics.latest is not None
         where = self.partition % self.topics.latest_partitions
-        out: list[tuple[str, bytes, bytes | None, int | None]] = [
+        out: list[Record] = [
             (self.topics.latest, latest_key(self.run_id, self.partition, i), r, where)
             for i, r in enumerate(self._latest)]
         out += [(self.topics.latest, latest_key(self.run_id, self.partition, i), None, where)
                 for i in range(len(self._latest), self.latest_records)]
         return out
-
-    def _transact(self, records: list[tuple[str, bytes, bytes | None, int | None]],
-                  offset: int | None, *, half: int) -> None:
-        """Send ``records`` and commit them with ``offset``; the crash points of a commit."""
-        deadline = time.monotonic() + RETRY_FOR_S
-        while True:
-            self.sink.begin()
-            try:
-                start = 0
-                if half and self.crash.armed("mid_release"):
-                    for topic, key, value, where in records[:half]:
-                        self.sink.send(topic, key, value, where)
-                    self.sink.flush()  # half a release on the broker, in an open transaction
-                    self.crash.reached("mid_release")
-                    start = half
-                for topic, key, value, where in records[start:]:
-                    self.sink.send(topic, key, value, where)
-                if self.crash.armed("after_release_produced"):
-                    self.sink.flush()
-                self.crash.reached("after_release_produced")
-                self.sink.commit(offset)
-            except TransactionAborted as e:
-                self.metrics.inc("transactions_aborted", self.partition)
-                if time.monotonic() > deadline:
-                    raise DeliveryError(
-                        f"partition {self.partition}: transactions kept aborting for "
-                        f"{RETRY_FOR_S:g} s (last: {e}); check the brokers") from None
-                log.warning("partition %d: %s; publishing it again", self.partition, e)
-                continue
-            self.metrics.inc("transactions", self.partition)
-            self.crash.reached("after_transaction_commit")
-            return

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import numpy as np
 
+from dpsynth.stream.catchup import InputMessage, Replay, catch_up, from_state_topic
 from dpsynth.stream.codecs import dead_letter_key, encode_dead_letter, release_record_key
 from dpsynth.stream.crash import CrashPoints
 from dpsynth.stream.engines import Engine, check_bound, open_engine, public_config
@@ -53,24 +53,13 @@ from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.store import PartitionStore
 from dpsynth.stream.ticks import Marker, MarkerKey, parse_marker
 
+__all__ = ["InputMessage", "PartitionProcessor", "Replay"]
+
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class InputMessage:
-    """One raw-events message as the processor needs it."""
-
-    offset: int
-    value: bytes | None
-    timestamp_ms: int | None = None
-    received: float = 0.0  # time.monotonic() when the worker got it (release latency)
-    key: bytes | None = None  # the Kafka key: the user id under the privacy unit "user"
-
-
-#: replay(partition, start, end) yields the input messages of offsets [start, end), in order.
-Replay = Callable[[int, int, int], Iterable[InputMessage]]
-#: Messages fed per step while rebuilding a partition by replay.
-REPLAY_BATCH = 5000
+#: Longest a release transaction stays open while a batch goes on (its timeout is 5 s).
+TRANSACTION_SPAN_S = 1.0
 
 
 class PartitionProcessor:
@@ -108,7 +97,7 @@ class PartitionProcessor:
         self.sink = sink
         self.crash = crash or CrashPoints(None)
         self.replay = replay
-        self._progress = progress or (lambda: None)  # liveness: a long replay is not stuck
+        self.progress = progress or (lambda: None)  # liveness: a long replay is not stuck
         self._public_config = public_config(config)
         self._markers = MarkerKey(config.noise_key.reveal(), config.run_id)
         self.last_tick_ms = -1  # period of the last tick marker applied (in the state)
@@ -133,7 +122,7 @@ class PartitionProcessor:
             linger_s=config.release_linger_s, latest_interval_s=config.latest_interval_s,
             latest_records=latest_records, metrics=self.metrics, crash=self.crash)
         self._fresh = True  # no message seen since the load: check for a gap once
-        self._replaying = False  # feeding offsets whose output was published already
+        self.replaying = False  # feeding offsets whose output was published already
         self._unacked = 0
         self._published_since_commit = False
         self._last_commit = time.monotonic()
@@ -164,14 +153,14 @@ class PartitionProcessor:
             first = next((m.offset for m in messages if m.offset > self.watermark), None)
             if first is not None and first > self.watermark + 1:
                 if first - self.watermark - 1 > self.config.max_unacked_events:
-                    self._from_state_topic(first)  # cheaper than replaying a long gap
+                    from_state_topic(self, first)  # cheaper than replaying a long gap
                 if first > self.watermark + 1 and self.replay is not None:
-                    self._catch_up(first)
+                    catch_up(self, first)
         new = [m for m in messages if m.offset > self.watermark]
         if len(new) < len(messages):
             self.metrics.inc("records_skipped", self.partition, len(messages) - len(new))
         if new:
-            self._feed(new)
+            self.feed(new)
         self.settle()
         self._set_gauges()
         return self.published
@@ -186,70 +175,31 @@ class PartitionProcessor:
         now = time.monotonic()
         if self.checkpoint_due(now) or self._commit_due(now, idle=idle):
             self.commit()
-        elif self.output.releases_due(now) or self.output.latest_due(now):
+        elif (self.output.releases_due(now) or self.output.latest_due(now)
+              or self.output.open_since is not None):  # never left open across polls
             self.publish()
         return self.published
 
+    def _publish_early(self, now: float) -> None:
+        """Mid-batch: send the releases into the open transaction (the broker takes them
+        while the batch goes on), committing it once it has been open :data:`TRANSACTION_SPAN_S`
+        (well under its timeout), or the state when due."""
+        opened = self.output.open_since
+        if self._commit_due(now):
+            self.commit()
+        elif opened is not None and now - opened >= TRANSACTION_SPAN_S:
+            self.publish()
+        else:
+            self.output.send()
+
     def _commit_due(self, now: float, *, idle: bool = False) -> bool:
-        if (not (self.output.releases_waiting or self._published_since_commit)
+        if (not (self.output.releases_waiting or self._published_since_commit
+                 or self.output.open_since is not None)
                 or self.watermark == self.committed):
             return False
         return idle or now - self._last_commit >= self.config.state_commit_interval_s
 
-    def _from_state_topic(self, first: int) -> None:
-        """Adopt the state topic's state when it is newer than the local one (and older than
-        ``first``, the group's offset: it always is)."""
-        stored = self.state.newer_from_topic(self.watermark, first)
-        if stored is None:
-            return
-        check_bound(self.config, self._public_config, stored.config, self.partition,
-                    self.state.topic)
-        self.synth = open_engine(self.config, self.partition, stored.snapshot, self.store)
-        self.committed = self.watermark = stored.watermark
-        self.last_tick_ms = stored.last_tick_ms
-        self.output.latest_records = max(self.output.latest_records, stored.latest_records)
-
-    def _catch_up(self, first: int) -> None:
-        """Feed offsets (watermark, first) read back from the input partition, in batches,
-        dropping their output: the transactions that moved the group's offset to ``first``
-        published it."""
-        start = self.watermark + 1
-        log.warning(
-            "partition %d: the first input offset delivered (%d) is beyond the local state "
-            "(watermark %d); replaying offsets [%d, %d) from the input partition to rebuild it",
-            self.partition, first, self.watermark, start, first,
-        )
-        assert self.replay is not None
-        self._replaying, started = True, time.perf_counter()
-        batch: list[InputMessage] = []
-        replayed = 0
-        try:
-            for message in self.replay(self.partition, start, first):
-                if message.offset >= first:
-                    break
-                batch.append(message)
-                if len(batch) >= REPLAY_BATCH:
-                    replayed += self._feed_replayed(batch)
-                    batch = []
-            if batch:
-                replayed += self._feed_replayed(batch)
-        finally:
-            self._replaying = False
-        self.published = max(self.published, first - 1)
-        self.metrics.observe("replay_seconds", self.partition, time.perf_counter() - started)
-        log.info("partition %d: replayed %d messages; t=%d", self.partition, replayed,
-                 self.synth.t)
-
-    def _feed_replayed(self, batch: list[InputMessage]) -> int:
-        self.metrics.inc("messages_replayed", self.partition, len(batch))
-        self._feed(batch)
-        self.output.discard()  # published by the transactions that moved the group's offset
-        if self.checkpoint_due():
-            self.commit()
-        self._progress()
-        return len(batch)
-
-    def _feed(self, new: list[InputMessage]) -> None:
+    def feed(self, new: list[InputMessage]) -> None:
         """Feed messages in offset order: runs of records, cut at tick markers."""
         start = 0
         for i, message in enumerate(new):
@@ -326,8 +276,8 @@ class PartitionProcessor:
             if self.synth.until_release() != config.release_every:
                 self.crash.reached("mid_tick")  # records of an open step or tick
             first, start = last + 1, end
-            if first < len(new) and not self._replaying and self.output.releases_due(done):
-                self.commit() if self._commit_due(done) else self.publish()  # latency
+            if first < len(new) and not self.replaying and self.output.releases_due(done):
+                self._publish_early(done)  # latency: do not wait for the batch's end
         self.metrics.inc("records_dropped", p, self.synth.dropped - dropped)
 
     def checkpoint_due(self, now: float | None = None) -> bool:
@@ -345,7 +295,7 @@ class PartitionProcessor:
         input offset in one transaction (step 5); during a replay, drop the output instead
         (published already). ``final`` (the partition is handed over or the worker stops): the
         latest view gets the newest release now."""
-        if self._replaying:
+        if self.replaying:
             self.output.discard()
             if state:
                 self.output.publish(None, extra=state)  # the state topic follows the store
@@ -384,7 +334,7 @@ class PartitionProcessor:
         self._published_since_commit = False
         self._last_commit = time.monotonic()
         self._set_gauges()
-        self._progress()
+        self.progress()
         return self.committed
 
     def _set_gauges(self) -> None:
