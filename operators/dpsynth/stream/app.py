@@ -104,7 +104,8 @@ class Operator:
             c.bootstrap_servers(), transactional_id(c.run_id, c.input_topic, partition),
             input_topic=c.input_topic, partition=partition,
             group_metadata=lambda: self.group_metadata() if self.group_metadata else None,
-            timeout_s=c.transaction_timeout_s, client_id=f"dpsynth-{c.run_id}-p{partition}")
+            timeout_s=c.transaction_timeout_s, call_timeout_s=3 * c.transaction_timeout_s,
+            client_id=f"dpsynth-{c.run_id}-p{partition}")
 
     def _open(self, partition: int) -> PartitionProcessor:
         c = self.config

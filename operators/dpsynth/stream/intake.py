@@ -43,7 +43,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from dpsynth.errors import ConfigError
 from dpsynth.stream.processor import InputMessage
 from dpsynth.stream.settings import WorkerConfig
-from dpsynth.stream.sink import MembershipLost
+from dpsynth.stream.sink import DeliveryError, MembershipLost
 
 if TYPE_CHECKING:
     from dpsynth.stream.app import Operator
@@ -98,10 +98,10 @@ def consumer_config(config: WorkerConfig) -> dict[str, Any]:
 class FencedTooOften(RuntimeError):
     """Fatal consumer errors too often (:data:`REJOINS_PER_WINDOW`): the worker must stop."""
 
-    def __init__(self, err: KafkaError, instance: str) -> None:
+    def __init__(self, last: str, instance: str) -> None:
         super().__init__(
             f"the input consumer or a producer failed {REJOINS_PER_WINDOW + 1} times within "
-            f"{REJOIN_WINDOW_S:g} s (last: {err.str()}); if it "
+            f"{REJOIN_WINDOW_S:g} s (last: {last}); if it "
             f"was fenced, another live worker uses group.instance.id {instance!r}: give each "
             "worker its own DPSYNTH_GROUP_INSTANCE_ID (or POD_NAME), or set it to 'off'")
 
@@ -149,19 +149,21 @@ class InputLoop:
             while not self._stopping.is_set():
                 try:
                     self._poll()
-                except (KafkaException, MembershipLost) as e:
+                except (KafkaException, MembershipLost, DeliveryError) as e:
                     if isinstance(e, MembershipLost):  # the consumer's positions are stale
-                        err = e.error
+                        why = e.error.str()
+                    elif isinstance(e, DeliveryError):  # a producer that gets nowhere
+                        why = str(e)
                     else:
                         found = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
                         if found is None or not is_fatal(found):
                             raise
-                        err = found
+                        why = found.str()
                     now = time.monotonic()
                     rejoins = [r for r in rejoins if now - r < REJOIN_WINDOW_S] + [now]
                     if len(rejoins) > REJOINS_PER_WINDOW:
-                        raise FencedTooOften(err, self.config.instance_id()) from None
-                    self._rejoin(err)
+                        raise FencedTooOften(why, self.config.instance_id()) from None
+                    self._rejoin(why)
             # a graceful stop (SIGTERM): publish and commit what was processed, so that a
             # restart re-reads nothing (a kill -9 leaves that work to the restart instead)
             self.operator.commit_all()
@@ -192,12 +194,14 @@ class InputLoop:
             except (KafkaException, RuntimeError) as e:  # a failed consumer may refuse
                 log.warning("input consumer not closed cleanly (%s)", e)
 
-    def _rejoin(self, err: KafkaError) -> None:
-        """After a fatal consumer error: close the partitions' states (at their committed
-        watermarks, so nothing is lost or counted twice) and the consumer, join again."""
+    def _rejoin(self, why: str) -> None:
+        """After a fatal consumer error, a fenced or stuck producer, or offsets the group
+        refused: close the partitions' states (at their committed watermarks, so nothing is
+        lost or counted twice), their producers and the consumer; join again."""
         log.warning("a Kafka client failed for good (%s: the input consumer, or a partition's "
-                    "producer fenced after its transaction timed out): closing the partitions' "
-                    "states and producers and joining the group again", err.str())
+                    "producer fenced after its transaction timed out or getting nowhere): "
+                    "closing the partitions' states and producers and joining the group again",
+                    why)
         self._release(sorted(self.operator.processors))
         self._close()
         self._join()

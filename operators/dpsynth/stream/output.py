@@ -39,8 +39,9 @@ from dpsynth.stream.sink import DeliveryError, TransactionAborted
 
 log = logging.getLogger(__name__)
 
-#: How long a publish keeps retrying aborted transactions before the worker gives up (exit 3).
-RETRY_FOR_S = 120.0
+#: How long a publish keeps retrying aborted transactions with its producer; then
+#: :class:`~dpsynth.stream.sink.DeliveryError`, and the input loop joins again with new ones.
+RETRY_FOR_S = 30.0
 #: A record as sent: (topic, key, value — None: a tombstone —, partition — None: by key).
 Record = tuple[str, bytes, bytes | None, int | None]
 

@@ -99,7 +99,7 @@ class TransactionalSink:
 
     def __init__(self, bootstrap_servers: str, transactional_id: str, *, input_topic: str,
                  partition: int, group_metadata: Callable[[], Any] | None,
-                 timeout_s: float = 5.0, call_timeout_s: float = 60.0,
+                 timeout_s: float = 5.0, call_timeout_s: float = 15.0,
                  client_id: str = "dpsynth-worker") -> None:
         self.transactional_id = transactional_id
         self.input_topic = input_topic
@@ -130,8 +130,11 @@ class TransactionalSink:
                 return
             except KafkaException as e:
                 err = _error(e)
-                if err is None or not err.retriable() or time.monotonic() > deadline:
+                if err is None or not err.retriable():
                     raise
+                if time.monotonic() > deadline:  # the input loop joins again, later
+                    raise DeliveryError(f"transactions of {self.transactional_id} could not "
+                                        f"be initialised ({err.str()})") from None
                 log.warning("transactions of %s not initialised yet (%s); retrying",
                             self.transactional_id, err.str())
 
@@ -188,7 +191,12 @@ class TransactionalSink:
                                      f"offsets ({err.str()})", err) from None
             if err is not None and err.txn_requires_abort():
                 self._abort_after(err.str())
-            raise
+            if err is None or err.fatal():
+                raise  # fenced: the input loop joins again with new producers
+            # retried until call_timeout_s in vain (a coordinator that does not answer):
+            # this producer is given up, the input loop joins again with new producers
+            raise DeliveryError(f"{self.transactional_id}: the transaction could not be "
+                                f"committed ({err.str()})") from None
         self._open = False
 
     def _retry(self, call: Callable[[float], Any]) -> None:
