@@ -17,6 +17,12 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
 ``concentrated``
     the concentrated panel (issue 31): the default against offline PMM and PHDStream on
     streams with most records in a tiny corner (docs/benchmarks-concentrated.md);
+``state``
+    restoring a partition without its disk (state topic vs replay, by history length) and the
+    state bytes written per record ("State that travels");
+``release-size``
+    bytes of a release by occupied leaves, and of the history a run makes (docs/operator.md
+    "Sizing the history");
 ``drift``
     accuracy under drift: every mechanism against offline PMM on stationary and drifting
     streams ("Accuracy of the default", "Accuracy by mechanism", "Accuracy under drift");
@@ -49,6 +55,8 @@ from benchmarks import noise as benchmarks
 from benchmarks.kafka import bench_kafka
 from benchmarks.points import bench_points
 from benchmarks.recovery import bench_recovery
+from benchmarks.release_size import bench_release_size
+from benchmarks.state import bench_state
 from benchmarks.topics import bench_topics
 from benchmarks.users import bench_users
 from dpsynth.tabular.metrics import METRICS
@@ -63,6 +71,8 @@ def main() -> None:
 main.add_command(bench_kafka, name="kafka")
 main.add_command(bench_recovery, name="recovery")
 main.add_command(bench_topics, name="topics")
+main.add_command(bench_release_size, name="release-size")
+main.add_command(bench_state, name="state")
 main.add_command(bench_users, name="user")
 main.add_command(bench_points, name="points")
 

@@ -24,14 +24,23 @@ in degrees), replayed in time order until the wanted number of records:
        held together: in a fresh process their first-touch page faults made it 2.3× slower
        (2.8·10⁵ against 6.4·10⁵ records/s, one run), which is not the worker's work.
 
+   (f) ``dpsynth-1-before`` and (g) ``dpsynth-1000-before``: (a) and (b) run right after them by
+       the worker of ``--baseline REV`` (default: the last commit before the release
+       transactions, at-least-once delivery and de-duplication by the consumer), extracted with
+       ``git archive`` and put first on ``PYTHONPATH``: the cost of the transactions, back to
+       back on the same broker and input.
+
 3. records/s = records ÷ (last record processed − partition assigned). The Faust and raw
    children time themselves; the worker's start is the moment its partition shows up in
    ``/metrics`` (assigned, state opened: just *before* the first fetch) and its end the first
    ``/metrics`` poll (every 20 ms) that shows t = all records, the watermark at the last record
    and every release by count delivered: the worker's rates are lower bounds.
 
-Ratios printed (same run): (a)/(c), (a)/(d), (b)/(e). Goals (issue 15): (a) ≥ 2·10⁴ and
-(b) ≥ 2·10⁵ records/s.
+   (h) ``dpsynth-1000-tx``: (b) with transactions only (``DPSYNTH_CHANGELOG=false``,
+       ``DPSYNTH_LATEST_VIEW=false``): what the state topic and the latest view cost on top.
+
+Ratios printed (same run): (a)/(c), (a)/(d), (b)/(e), (a)/(f), (b)/(g), (h)/(g). Goals (issue 15):
+(a) ≥ 2·10⁴ and (b) ≥ 2·10⁵ records/s.
 
 .. code-block:: console
 
@@ -71,14 +80,23 @@ SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schemas" / "example-schema.
 #: Run directory of the broker this benchmark starts (not the test suite's ``.kafka``).
 DEFAULT_KAFKA_DIR = "/tmp/bk-kafka"  # noqa: S108 - a run dir for a local test broker
 POLL_S = 0.02
-VARIANTS = ("dpsynth-1", "dpsynth-1000", "faust-noop", "raw", "library")
+VARIANTS = ("dpsynth-1", "dpsynth-1-before", "dpsynth-1000", "dpsynth-1000-before",
+            "dpsynth-1000-tx", "faust-noop", "raw", "library")
 LABELS = {
     "dpsynth-1": "(a) dpsynth worker, defaults, 1 record per message",
     "dpsynth-1000": "(b) dpsynth worker, defaults, 1000 records per message",
     "faust-noop": "(c) Faust agent that does nothing, 1 record per message",
     "raw": "(d) raw confluent-kafka consumption, 1 record per message",
     "library": "(e) the embedded engine alone (no Kafka), same records and defaults",
+    "dpsynth-1-before": "(f) as (a), the worker of --baseline (before transactions)",
+    "dpsynth-1000-before": "(g) as (b), the worker of --baseline (before transactions)",
+    "dpsynth-1000-tx": "(h) as (b), transactions only (no state topic, no latest view)",
 }
+#: What a variant sets beyond the defaults.
+VARIANT_ENV = {"dpsynth-1000-tx": {"DPSYNTH_CHANGELOG": "false", "DPSYNTH_LATEST_VIEW": "false"}}
+#: The last commit whose worker published without transactions (at-least-once + de-duplication).
+BASELINE_REV = "2ff6967"
+REPO = Path(__file__).resolve().parents[1]
 GOALS = {"dpsynth-1": 2e4, "dpsynth-1000": 2e5}
 
 
@@ -173,6 +191,7 @@ def _child_main(argv: list[str]) -> None:
 def _run_child(kind: str, bootstrap: str, topic: str, n: int, work: Path,
                timeout_s: float) -> dict[str, Any]:
     out = work / f"{kind}.json"
+    out.unlink(missing_ok=True)  # a result of an earlier repeat is not this run's
     data_dir = work / f"{kind}-data"
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = work / f"{kind}.log"
@@ -208,15 +227,38 @@ def _worker_env(bootstrap: str, topics: Topics, data_dir: Path, tag: str,
     return env
 
 
+def baseline_tree(rev: str, work: Path) -> Path:
+    """The ``operators`` folder of ``rev`` (``git archive``), for ``PYTHONPATH``."""
+    import io
+    import shutil
+    import tarfile
+
+    target = work / f"baseline-{rev}"
+    if not (target / "operators").is_dir():
+        git = shutil.which("git")
+        if git is None:
+            raise click.UsageError("the -before variants need git (and a checkout)")
+        archive = subprocess.run(  # noqa: S603 - git on our own repository
+            [git, "-C", str(REPO), "archive", rev, "operators"], capture_output=True,
+            check=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(target, filter="data")
+    return target / "operators"
+
+
 def _run_dpsynth(bootstrap: str, topic: str, n: int, n_messages: int, work: Path, name: str,
-                 timeout_s: float) -> dict[str, Any]:
-    """The worker on a pre-produced ``topic``; rates from /metrics polls (module docstring)."""
+                 timeout_s: float, pythonpath: Path | None = None,
+                 extra: dict[str, str] | None = None) -> dict[str, Any]:
+    """The worker on a pre-produced ``topic``; rates from /metrics polls (module docstring).
+    ``pythonpath``: run the dpsynth found there (a baseline) instead of this one."""
     tag = uuid.uuid4().hex[:8]
     topics = Topics(topic, f"bench-{name}-{tag}-synthetic", f"bench-{name}-{tag}-dead")
     create_topics(bootstrap, {topics.output: 1, topics.dead_letter: 1})
     releases = n // RELEASE_EVERY
-    with WorkerProcess(_worker_env(bootstrap, topics, work / f"{name}-data", tag, name),
-                       work / f"{name}.log") as worker:
+    env = {**_worker_env(bootstrap, topics, work / f"{name}-data", tag, name), **(extra or {})}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    with WorkerProcess(env, work / f"{name}.log") as worker:
         worker.wait_ready(timeout_s=120)
         assigned = None
         deadline = time.monotonic() + timeout_s
@@ -242,6 +284,8 @@ def _run_dpsynth(bootstrap: str, topic: str, n: int, n_messages: int, work: Path
         "release_latency_mean_s": m[f"{key}_sum"]["0"] / m[f"{key}_count"]["0"],
         "state_bytes": m.get("dpsynth_state_bytes", {}).get("0"),
         "state_commits": m.get("dpsynth_state_commits_total", {}).get("0"),
+        "state_bytes_written": m.get("dpsynth_state_bytes_written_total", {}).get("0"),
+        "transactions": m.get("dpsynth_transactions_total", {}).get("0"),
     }
 
 
@@ -284,9 +328,34 @@ def _produce_inputs(bootstrap: str, messages: int, records: int) -> tuple[str, s
     return single, batched, timings
 
 
+def _run_variant(variant: str, bootstrap: str, single: str, batched: str, messages: int,
+                 records: int, faust_messages: int, work_dir: Path, timeout_s: float,
+                 baseline: str) -> dict[str, Any]:
+    """One run of one variant."""
+    before = baseline_tree(baseline, work_dir) if variant.endswith("-before") else None
+    name = f"{variant}-{uuid.uuid4().hex[:6]}"
+    if variant.startswith("dpsynth-1000"):
+        r = _run_dpsynth(bootstrap, batched, records, records // PER_MESSAGE, work_dir, name,
+                         timeout_s, before, VARIANT_ENV.get(variant))
+    elif variant.startswith("dpsynth-1"):
+        r = _run_dpsynth(bootstrap, single, messages, messages, work_dir, name, timeout_s,
+                         before)
+    elif variant == "faust-noop":
+        r = _run_child(variant, bootstrap, single, min(faust_messages, messages), work_dir,
+                       timeout_s)
+    elif variant == "raw":
+        r = _run_child(variant, bootstrap, single, messages, work_dir, timeout_s)
+    else:
+        r = _run_library(gowalla_records(records))
+    r["records"] = (records if variant.startswith("dpsynth-1000") or variant == "library"
+                    else min(faust_messages, messages) if variant == "faust-noop" else messages)
+    return r
+
+
 def run_kafka_bench(bootstrap: str, messages: int = 1_000_000, records: int = 2_000_000, *,
                     faust_messages: int = 200_000, variants: tuple[str, ...] = VARIANTS,
-                    timeout_s: float = 1800.0, work_dir: Path | None = None) -> dict[str, Any]:
+                    timeout_s: float = 1800.0, work_dir: Path | None = None,
+                    baseline: str = BASELINE_REV, repeats: int = 1) -> dict[str, Any]:
     """One run of every variant against ``bootstrap``; returns rates and ratios."""
     if messages % RELEASE_EVERY or records % PER_MESSAGE:
         raise ValueError(f"messages must be a multiple of {RELEASE_EVERY}, records of "
@@ -298,31 +367,25 @@ def run_kafka_bench(bootstrap: str, messages: int = 1_000_000, records: int = 2_
         if work_dir is None:
             work_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bk-")))
         single, batched, produce = _produce_inputs(bootstrap, messages, records)
-        for variant in VARIANTS:
-            if variant not in variants:
-                continue
-            if variant == "dpsynth-1":
-                r = _run_dpsynth(bootstrap, single, messages, messages, work_dir, variant,
-                                 timeout_s)
-            elif variant == "dpsynth-1000":
-                r = _run_dpsynth(bootstrap, batched, records, records // PER_MESSAGE, work_dir,
-                                 variant, timeout_s)
-            elif variant == "faust-noop":
-                r = _run_child(variant, bootstrap, single, min(faust_messages, messages),
-                               work_dir, timeout_s)
-            elif variant == "raw":
-                r = _run_child(variant, bootstrap, single, messages, work_dir, timeout_s)
-            else:
-                r = _run_library(gowalla_records(records))
-            r["records"] = (records if variant in ("dpsynth-1000", "library") else
-                            min(faust_messages, messages) if variant == "faust-noop" else
-                            messages)
-            results[variant] = r
-            click.echo(f"{variant}: {r['records_per_s']:,.0f} records/s", err=True)
+        runs: dict[str, list[dict[str, Any]]] = {}
+        chosen = [v for v in VARIANTS if v in variants]
+        for round_ in range(repeats):  # odd rounds in reverse: neither side always first
+            for variant in chosen if round_ % 2 == 0 else chosen[::-1]:
+                r = _run_variant(variant, bootstrap, single, batched, messages, records,
+                                 faust_messages, work_dir, timeout_s, baseline)
+                runs.setdefault(variant, []).append(r)
+                click.echo(f"{variant}: {r['records_per_s']:,.0f} records/s", err=True)
+        for variant, done in runs.items():  # the median run of each variant
+            done.sort(key=lambda r: r["records_per_s"])
+            results[variant] = {**done[len(done) // 2],
+                                "runs_records_per_s": [r["records_per_s"] for r in done]}
     rate = {k: v["records_per_s"] for k, v in results.items()}
     ratios = {}
     for name, (a, b) in {"(a)/(c)": ("dpsynth-1", "faust-noop"), "(a)/(d)": ("dpsynth-1", "raw"),
-                         "(b)/(e)": ("dpsynth-1000", "library")}.items():
+                         "(b)/(e)": ("dpsynth-1000", "library"),
+                         "(a)/(f)": ("dpsynth-1", "dpsynth-1-before"),
+                         "(b)/(g)": ("dpsynth-1000", "dpsynth-1000-before"),
+                         "(h)/(g)": ("dpsynth-1000-tx", "dpsynth-1000-before")}.items():
         if a in rate and b in rate:
             ratios[name] = rate[a] / rate[b]
     goals = {f"{k} >= {v:.0e}": rate[k] >= v for k, v in GOALS.items() if k in rate}
@@ -330,7 +393,8 @@ def run_kafka_bench(bootstrap: str, messages: int = 1_000_000, records: int = 2_
         "date": started.strftime("%Y-%m-%d %H:%M UTC"), "load_start": load_start,
         "load_end": os.getloadavg(), "messages": messages, "records": records,
         "faust_messages": min(faust_messages, messages), "data": "Gowalla NYC (lat, lon), "
-        "repeated in time order", "produce": produce, "results": results,
+        "repeated in time order", "produce": produce, "results": results, "baseline": baseline,
+        "repeats": repeats,
         "records_per_s": rate, "ratios": ratios, "goals": goals,
     }
 
@@ -343,12 +407,14 @@ def format_table(report: dict[str, Any]) -> str:
                     f"{r['records_per_s']:,.0f} |")
     lines = ["\n".join(rows), ""]
     lines += [f"{name} = {value:.2f}" for name, value in report["ratios"].items()]
-    for variant in ("dpsynth-1", "dpsynth-1000"):
+    for variant in ("dpsynth-1", "dpsynth-1-before", "dpsynth-1000", "dpsynth-1000-before",
+                    "dpsynth-1000-tx"):
         r = report["results"].get(variant)
         if r:
             lines.append(f"{variant}: {r['releases']:.0f} releases, mean release latency "
                          f"{r['release_latency_mean_s']:.3f} s, {r['state_commits']:.0f} "
-                         f"state commits, state {r['state_bytes'] or 0:,.0f} bytes")
+                         f"state commits, {r.get('transactions') or 0:.0f} transactions, "
+                         f"state {r['state_bytes'] or 0:,.0f} bytes")
     lines.append(f"goals: {report['goals']}")
     lines.append(f"load {report['load_start'][0]:.2f} → {report['load_end'][0]:.2f}; "
                  f"{report['date']}")
@@ -378,14 +444,21 @@ def bench_broker(bootstrap: str | None, kafka_dir: str) -> Iterator[str]:
               help="Run directory of the broker started here (DPSYNTH_KAFKA_DIR).")
 @click.option("--variant", "variants", multiple=True, type=click.Choice(VARIANTS),
               help="Run only these variants (repeatable); default: all.")
+@click.option("--baseline", default=BASELINE_REV, show_default=True,
+              help="Git revision of the worker run by the -before variants (git archive).")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Runs of every variant, alternating the order; the median is reported.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the full report as JSON.")
 def bench_kafka(bootstrap: str | None, messages: int, records: int, faust_messages: int,
-                kafka_dir: str, variants: tuple[str, ...], json_path: Path | None) -> None:
-    """Records/s of the worker with its defaults on Gowalla, next to Faust and raw consumption."""
+                kafka_dir: str, variants: tuple[str, ...], baseline: str, repeats: int,
+                json_path: Path | None) -> None:
+    """Records/s of the worker with its defaults on Gowalla, next to Faust and raw consumption,
+    and next to the worker before transactions (--baseline)."""
     with bench_broker(bootstrap, kafka_dir) as address:
         report = run_kafka_bench(address, messages, records, faust_messages=faust_messages,
-                                 variants=variants or VARIANTS)
+                                 variants=variants or VARIANTS, baseline=baseline,
+                                 repeats=repeats)
     click.echo(format_table(report))
     if json_path is not None:
         json_path.write_text(json.dumps(report, indent=2))

@@ -227,13 +227,23 @@ def state_size(users: int, per_commit: int, k: int) -> dict[str, Any]:
 
 
 class _DiscardSink:
-    """A :class:`~dpsynth.stream.processor.Sink` that drops everything (no broker)."""
+    """A :class:`~dpsynth.stream.output.TransactionalSink` that drops everything (no broker)."""
 
-    def send(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
+    def begin(self) -> None:
+        """Nothing to open."""
+
+    def send(self, topic: str, key: bytes, value: bytes | None,
+             partition: int | None = None) -> None:
         """Drop."""
 
     def flush(self) -> None:
         """Nothing queued."""
+
+    def commit(self, offset: int | None) -> None:
+        """Nothing to commit."""
+
+    def abort(self) -> None:
+        """Nothing to abort."""
 
 
 def worker_speed(n: int, batch: int, repeats: int, cache: int = 1 << 20) -> dict[str, Any]:

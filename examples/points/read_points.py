@@ -75,11 +75,17 @@ class PointsAssembler:
 
 
 def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> Iterator[bytes]:
-    """Every record value of ``topic`` up to its current end (read_committed)."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Every record value of ``topic`` up to its current end (read_committed).
+
+    The end is where the broker says a partition ends (an end-of-partition event), not the
+    last record's offset + 1: the worker writes in transactions, whose commit markers take
+    offsets of their own that no consumer receives.
+    """
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-points",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True})
     try:
         partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p),
@@ -90,11 +96,12 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> Iterator[
             message = consumer.poll(timeout_s)
             if message is None:
                 raise TimeoutError(f"partitions {sorted(behind)} of {topic} not read to the end")
-            if message.error() is not None:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    behind.discard(message.partition())
                 continue
             yield message.value()
-            if message.offset() + 1 >= ends[message.partition()]:
-                behind.discard(message.partition())
     finally:
         consumer.close()
 

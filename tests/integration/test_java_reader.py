@@ -3,9 +3,11 @@
 The worker publishes 60 releases (2 input partitions × 30) to a 2-partition synthetic topic on
 the test broker; the Java command-line example prints the latest release of every partition as
 CSV in the schema's units, and every value must equal, bit for bit, Python's
-``Schema.from_unit(Release.points)`` of the release ``ReleaseConsumer`` kept. The jar is built
-with Maven when it is missing or older than its sources (``make java-test`` builds it first);
-the test is skipped only when ``java`` or ``mvn`` is not installed.
+``Schema.from_unit(Release.points)`` of the release ``ReleaseConsumer`` kept. The same again
+from the latest view (``--latest-view``: the compacted topic of each partition's newest
+release), which both readers read too. The jar is built with Maven when it is missing or older
+than its sources (``make java-test`` builds it first); the test is skipped only when ``java`` or
+``mvn`` is not installed.
 """
 
 from __future__ import annotations
@@ -84,11 +86,24 @@ def test_java_csv_equals_python_points_bit_for_bit(kafka_bootstrap, tmp_path, ja
                   for (_, p), (key, release) in consumer.latest.items()}
     assert {p: s for p, (s, _) in latest.items()} == {0: releases, 1: releases}
 
-    run = subprocess.run(  # noqa: S603 - our own jar
-        [*java_command, "--bootstrap", kafka_bootstrap, "--topic", topics.output,
-         "--run-id", "test-run", "--schema", str(schema_file)],
-        capture_output=True, text=True, timeout=120, check=False)
-    assert run.returncode == 0, run.stderr
+    with ReleaseConsumer(kafka_bootstrap, topics.output, run_id="test-run",
+                         latest_view=True) as consumer:
+        consumer.read_to_end(timeout_s=60)
+        assert {p: key.sequence for (_, p), (key, _) in consumer.latest.items()} == {
+            0: releases, 1: releases}  # the worker's stop wrote its newest releases there
+        assert consumer.tracker.records < 2 * releases * 3  # far fewer than the history's
+
+    for view in ([], ["--latest-view"]):
+        run = subprocess.run(  # noqa: S603 - our own jar
+            [*java_command, "--bootstrap", kafka_bootstrap, "--topic", topics.output,
+             "--run-id", "test-run", "--schema", str(schema_file), *view],
+            capture_output=True, text=True, timeout=120, check=False)
+        assert run.returncode == 0, run.stderr
+        _check_csv(run, latest)
+
+
+def _check_csv(run: subprocess.CompletedProcess[str], latest: dict) -> None:
+    """The Java reader's CSV: every partition's latest release, bit for bit Python's."""
     assert "0 releases refused" in run.stderr, run.stderr
     rows = list(csv.reader(io.StringIO(run.stdout)))
     assert rows[0] == ["run_id", "partition", "sequence", "lon", "lat"]

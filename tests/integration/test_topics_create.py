@@ -25,23 +25,33 @@ def _describe(bootstrap: str, names: list[str]) -> dict[str, tuple[int, dict[str
     return {n: (len(topics[n].partitions), configs[n]) for n in names}
 
 
-def test_create_makes_the_three_topics_with_limits_that_fit_releases(kafka_bootstrap):
+def test_create_makes_the_topics_with_limits_that_fit_releases(kafka_bootstrap):
     t = unique_topics("topics")
+    latest = f"{t.output}-latest"
+    state = f"{t.input}-state"
     args = ["topics", "create", "--bootstrap", kafka_bootstrap, "--input-topic", t.input,
             "--output-topic", t.output, "--dead-letter-topic", t.dead_letter,
-            "--partitions", "3", "--release-max-record-bytes", "1000000"]
+            "--partitions", "3", "--release-max-record-bytes", "1000000",
+            "--output-retention-bytes", str(2**30), "--state-topic", state]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    assert result.output.count("created") == 3
-    described = _describe(kafka_bootstrap, [t.input, t.output, t.dead_letter])
-    assert [described[n][0] for n in (t.input, t.output, t.dead_letter)] == [3, 3, 1]
-    raw, synthetic, dead = (described[n][1] for n in (t.input, t.output, t.dead_letter))
+    assert result.output.count("created") == 5
+    described = _describe(kafka_bootstrap, [t.input, t.output, t.dead_letter, latest, state])
+    assert [described[n][0] for n in (t.input, t.output, t.dead_letter, latest, state)] == [
+        3, 3, 1, 3, 3]
+    assert described[state][1]["cleanup.policy"] == "compact"
+    raw, synthetic, dead, view = (described[n][1]
+                                  for n in (t.input, t.output, t.dead_letter, latest))
     assert raw["retention.ms"] == "-1"
     assert int(synthetic["max.message.bytes"]) >= 1_000_000 + 64 * 1024
+    assert synthetic["retention.ms"] == str(7 * 24 * 3600 * 1000)  # the history: a week
+    assert synthetic["retention.bytes"] == str(2**30)
     assert dead["retention.ms"] == str(7 * 24 * 3600 * 1000)
     assert raw["min.insync.replicas"] == "1"  # one broker: replication 1
+    assert view["cleanup.policy"] == "compact" and view["retention.ms"] == "-1"
+    assert view["max.message.bytes"] == synthetic["max.message.bytes"]
     again = CliRunner().invoke(main, args)
-    assert again.exit_code == 0 and again.output.count("left as it is") == 3
+    assert again.exit_code == 0 and again.output.count("left as it is") == 5
 
 
 def test_create_refuses_more_replicas_than_brokers(kafka_bootstrap):

@@ -1,10 +1,11 @@
 """Two partitions, two workers, rebalances: every partition's releases equal its embedded run.
 
 Worker A starts alone and owns both input partitions; worker B joins (one partition moves to B,
-which has no local state for it and rebuilds it by replay); later B stops and A takes the
-partition back with its own older state (it replays from its stale watermark). Records arrive in
-every phase. Each partition's releases must equal ``OnlineSynthesizer(..., partition=p)`` on that
-partition's points, duplicates byte-identical.
+which has no local state for it and restores it from the state topic); later B stops and A takes
+the partition back with its own older state (it replays from its stale watermark). Records arrive
+in every phase. Each partition's releases must equal ``OnlineSynthesizer(..., partition=p)`` on
+that partition's points, and a plain ``read_committed`` consumer (no dpsynth code) must see each of
+them exactly once, complete and in order: the moves publish nothing twice.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dpsynth.testing.kafka import (
     write_schema,
 )
 from tests.support.embedded import check_against_embedded, embedded_release_records
+from tests.support.plain_consumer import assert_exactly_once, read_all
 
 pytestmark = pytest.mark.kafka
 
@@ -87,7 +89,8 @@ def test_two_workers_and_rebalances_keep_every_partition_equal_to_its_embedded_r
         _produce(kafka_bootstrap, topics.input, points, 6000, 10_000)
         _wait(_all_done([a, b], 10_000), [a, b])
         moved = next(iter(b.metrics()["dpsynth_t"]))
-        assert "replaying offsets [0, 60)" in b.log_path.read_text()
+        assert "state restored from the state topic" in b.log_path.read_text()
+        assert "replaying offsets [0, " not in b.log_path.read_text()
 
         b.stop()  # B leaves: A takes the partition back, its own state for it is stale
         _produce(kafka_bootstrap, topics.input, points, 10_000, 13_000)
@@ -106,7 +109,9 @@ def test_two_workers_and_rebalances_keep_every_partition_equal_to_its_embedded_r
         expected.update({(p, s): r for s, r in per_sequence.items()})
     stats = check_against_embedded(read_topic(kafka_bootstrap, topics.output), expected,
                                    "test-run")
-    assert stats["releases"] == 26
+    assert stats["releases"] == 26 and stats["duplicates"] == 0
+    assert assert_exactly_once(read_all(kafka_bootstrap, topics.output), expected,
+                               "test-run") == 26
     with ReleaseConsumer(kafka_bootstrap, topics.output, run_id="test-run") as consumer:
         events = list(consumer.releases(idle_s=3))
         assert len(events) == 26

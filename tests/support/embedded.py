@@ -59,39 +59,81 @@ def embedded_release_records(
 
 
 class MemorySink:
-    """A :class:`~dpsynth.stream.processor.Sink` in memory: ``send`` queues, ``flush`` delivers.
+    """An in-memory broker behind one partition's transactional producer (our test kit).
 
-    ``fail = True`` makes the next flush drop the queue and raise, as an unreachable broker;
-    :meth:`crash` drops what was queued but not flushed, as a killed process.
+    Kafka's transaction semantics: records sent between :meth:`begin` and :meth:`commit` become
+    visible together (:attr:`delivered`, :meth:`records`: what a ``read_committed`` reader
+    sees) with the input offset of the commit (:attr:`group_offset`); an aborted or crashed
+    transaction's records are in :attr:`sent` only (what a ``read_uncommitted`` reader would
+    see). A record sent outside a transaction (a tick marker) is delivered at once.
+    ``fail = True`` makes the next flush or commit lose the transaction and raise, as an
+    unreachable broker; :meth:`crash` loses the open transaction, as a killed process.
     """
 
     def __init__(self) -> None:
-        self.delivered: dict[str, list[tuple[bytes, bytes]]] = {}
-        self.queued: list[tuple[str, bytes, bytes]] = []
-        self.sent: list[tuple[str, bytes, bytes, int | None]] = []  # every send, in order
+        self.delivered: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        self.sent: list[tuple[str, bytes, bytes | None, int | None]] = []  # every send
+        self.partitions: dict[str, list[int | None]] = {}  # delivered records' partitions
+        self.group_offset: int | None = None  # the input offset committed with the output
+        self.transactions = 0
+        self.aborted = 0
         self.fail = False
+        self._open: list[tuple[str, bytes, bytes | None, int | None]] | None = None
 
-    def send(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
-        """Queue one record (``partition`` only recorded in :attr:`sent`)."""
-        self.queued.append((topic, key, value))
-        self.sent.append((topic, key, value, partition))
+    def begin(self) -> None:
+        """Begin a transaction."""
+        assert self._open is None, "a transaction is open already"
+        self._open = []
+
+    def send(self, topic: str, key: bytes, value: bytes | None,
+             partition: int | None = None) -> None:
+        """Queue one record in the open transaction, or deliver it (no transaction open)."""
+        record = (topic, key, value, partition)
+        self.sent.append(record)
+        if self._open is None:
+            self._deliver([record])
+        else:
+            self._open.append(record)
 
     def flush(self) -> None:
-        """Deliver the queue (or lose it and raise OSError when ``fail`` is set)."""
+        """The records are "on the broker" (or lost, when ``fail`` is set)."""
         if self.fail:
-            self.queued = []
+            self._open = None
             raise OSError("broker unreachable")
-        for topic, key, value in self.queued:
-            self.delivered.setdefault(topic, []).append((key, value))
-        self.queued = []
+
+    def commit(self, offset: int | None) -> None:
+        """Make the open transaction's records visible and commit ``offset``."""
+        self.flush()
+        assert self._open is not None, "no transaction open"
+        self._deliver(self._open)
+        self._open = None
+        self.transactions += 1
+        if offset is not None:
+            self.group_offset = offset
+
+    def abort(self) -> None:
+        """Drop the open transaction."""
+        if self._open is not None:
+            self.aborted += 1
+        self._open = None
 
     def crash(self) -> None:
-        """A crash loses what was queued but not flushed."""
-        self.queued = []
+        """A crash: the open transaction is aborted (by the next owner's fencing)."""
+        self.abort()
+
+    def _deliver(self, records: list[tuple[str, bytes, bytes | None, int | None]]) -> None:
+        for topic, key, value, partition in records:
+            self.delivered.setdefault(topic, []).append((key, value))
+            self.partitions.setdefault(topic, []).append(partition)
 
     def records(self, topic: str) -> list[TopicRecord]:
-        """The delivered records of ``topic`` as if read back from partition 0."""
+        """The committed records of ``topic`` as if read back from partition 0."""
         return [TopicRecord(0, i, k, v) for i, (k, v) in enumerate(self.delivered.get(topic, []))]
+
+    def uncommitted(self, topic: str) -> list[TopicRecord]:
+        """Every record ever sent to ``topic``, aborted ones too (``read_uncommitted``)."""
+        mine = [(k, v) for t, k, v, _ in self.sent if t == topic]
+        return [TopicRecord(0, i, k, v) for i, (k, v) in enumerate(mine)]
 
 
 def check_release_record(
@@ -155,22 +197,28 @@ def crash_then_restart(open_processor: Any, sink: MemorySink, messages: list[Any
                        crash_at: tuple[str, int], crash: type[BaseException],
                        batch: int) -> Any:
     """Feed ``messages`` in batches to a processor armed to crash at ``crash_at`` (the crash
-    action raises ``crash``), lose what the sink had not flushed, then open a new processor on
-    the same store and feed it again from the last acknowledged offset + 1, as Kafka
-    re-delivers; returns the restarted processor (the caller closes it)."""
-    proc = open_processor(sink, crash_at)
-    acked = -1
+    action raises ``crash``), abort the open transaction, then open a new processor on the same
+    store (with a replay of ``messages``) and feed it again from the offset committed with the
+    output, as Kafka re-delivers; returns the restarted processor (the caller closes it).
+
+    ``open_processor(sink, crash_at, replay)`` makes a processor."""
+    def replay(partition: int, start: int, end: int) -> Any:
+        return iter(messages[start:end])
+
+    proc = open_processor(sink, crash_at, None)
     try:
         for i in range(0, len(messages), batch):
-            acked = proc.process(messages[i:i + batch])
+            proc.process(messages[i:i + batch])
     except crash:
         pass
     else:
         raise AssertionError(f"the crash point {crash_at} was never reached")
     sink.crash()
     proc.close()
-    restarted = open_processor(sink, None)
-    assert restarted.committed >= acked, "the committed watermark went back"
-    for i in range(acked + 1, len(messages), batch):
+    restarted = open_processor(sink, None, replay)
+    start = sink.group_offset or 0
+    # the state is only ever committed after the transaction that covers it
+    assert restarted.committed <= start - 1, "the state is ahead of the group's offset"
+    for i in range(start, len(messages), batch):
         restarted.process(messages[i:i + batch])
     return restarted

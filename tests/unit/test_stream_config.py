@@ -63,7 +63,7 @@ def test_a_missing_required_variable_is_named_with_its_fix(env, name, fragment):
     ("DPSYNTH_MAX_DEPTH", "64", "DPSYNTH_MAX_DEPTH ('64') must be an integer in [0, 63]"),
     ("DPSYNTH_WEB_PORT", "70000", "DPSYNTH_WEB_PORT ('70000') must be an integer in [1, 65535]"),
     ("DPSYNTH_INPUT_TOPIC", "raw events!", "DPSYNTH_INPUT_TOPIC ('raw events!') must be a Kafka"),
-    ("DPSYNTH_OUTPUT_TOPIC", "dpsynth-raw-events", "must be three different topics"),
+    ("DPSYNTH_OUTPUT_TOPIC", "dpsynth-raw-events", "must be different topics"),
     ("DPSYNTH_RUN_ID", "a/b", "DPSYNTH_RUN_ID ('a/b') must be 1-200 characters"),
     ("DPSYNTH_STATE_SYNC", "maybe", "DPSYNTH_STATE_SYNC ('maybe') must be true or false"),
     ("DPSYNTH_LOG_LEVEL", "warning", "DPSYNTH_LOG_LEVEL ('warning') must be one of"),

@@ -1,12 +1,15 @@
 """The commit protocol of one partition, without a broker: a fake sink and a real RocksDB store.
 
-Crashes are simulated by a crash action that raises instead of SIGKILL; the "restart" is a new
-processor on the same store, fed again from the last acknowledged offset, as Kafka would.
+Crashes are simulated by a crash action that raises instead of SIGKILL; the sink is an
+in-memory broker with Kafka's transaction semantics (tests/support/embedded.py); the "restart"
+is a new processor on the same store, fed again from the input offset committed in the last
+transaction, as Kafka would, with a replay of the input for a state behind that offset.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shutil
 
 import numpy as np
 import pytest
@@ -66,7 +69,7 @@ def _processor(config, sink, crash_at=None, replay=None):
 
 
 def _run(proc, messages, start, batch=3):
-    """Deliver messages from offset ``start`` in batches; return the last acknowledged offset."""
+    """Deliver messages from offset ``start`` in batches; return the last published offset."""
     acked = start - 1
     for i in range(start, len(messages), batch):
         acked = proc.process(messages[i:i + batch])
@@ -90,29 +93,37 @@ def test_uninterrupted_run_equals_the_embedded_engine(config):
     ("mid_tick", 2),
     ("mid_release", 2),
     ("after_release_produced", 2),
-    ("after_state_commit_before_ack", 2),
-    ("after_state_commit_before_ack", 4),
+    ("after_transaction_commit", 2),
+    ("after_state_commit", 2),
+    ("after_state_commit", 4),
 ])
-def test_crash_at_each_step_then_restart_counts_every_record_once(config, point, visit):
+def test_crash_at_each_step_then_restart_publishes_every_release_once(config, point, visit):
     points = np.random.default_rng(2).random((4000, 2))
     messages = _messages(points)
     sink = MemorySink()
     proc = _processor(config, sink, crash_at=(point, visit))
-    acked = -1
     with pytest.raises(Crash):
-        for i in range(0, len(messages), 3):
-            acked = proc.process(messages[i:i + 3])
-    sink.crash()
+        _run(proc, messages, 0)
+    sink.crash()  # the open transaction is aborted: its records never become visible
     proc.close()
-    # Kafka re-delivers from the last acknowledged offset + 1 (or earlier: never later)
-    restarted = _processor(config, sink)
-    assert restarted.committed >= acked
-    _run(restarted, messages, acked + 1)
+    # Kafka re-delivers from the offset committed with the last transaction; a state behind
+    # it is rebuilt by replay, without publishing again
+    start = sink.group_offset or 0
+    restarted = _processor(config, sink, replay=lambda p, s, e: iter(messages[s:e]))
+    assert restarted.committed <= start - 1  # the state never runs ahead of the output
+    _run(restarted, messages, start)
     assert restarted.synth.t == len(points)  # no record lost, none counted twice
+    restarted.commit()
     stats = check_against_embedded(sink.records(config.output_topic), _expected(points),
                                    "test-run")
+    assert stats["duplicates"] == 0  # what read_committed readers see: each release once
+    aborted = len(sink.uncommitted(config.output_topic)) - stats["records"]
     if point in ("mid_release", "after_release_produced"):
-        assert stats["duplicates"] > 0
+        assert aborted > 0  # records of the aborted transaction were on the broker
+    else:
+        assert aborted == 0
+    if point == "after_transaction_commit":
+        assert restarted.metrics.get("releases_replayed", 0) >= 1  # recomputed, not repeated
     restarted.close()
 
 
@@ -128,22 +139,31 @@ def test_redelivery_at_or_below_the_watermark_is_skipped(config):
     proc.close()
 
 
-def test_a_partition_without_state_is_rebuilt_by_replay(config):
+def test_a_partition_without_state_is_rebuilt_by_replay_without_publishing_again(config):
     points = np.random.default_rng(4).random((3000, 2))
     messages = _messages(points)
+    sink = MemorySink()
+    first = _processor(config, sink)
+    _run(first, messages[:10], 0)  # the first owner publishes two releases, commits offsets
+    first.close()
+    shutil.rmtree(config.data_dir / "p0")  # the next owner has no local state
+    start = sink.group_offset
+    assert 0 < start <= 10
     calls = []
 
-    def replay(partition, start, end):
-        calls.append((partition, start, end))
-        return iter(messages[start:end])
+    def replay(partition, begin, end):
+        calls.append((partition, begin, end))
+        return iter(messages[begin:end])
 
-    sink = MemorySink()
     proc = _processor(config, sink, replay=replay)
-    _run(proc, messages, 10)  # Kafka's committed offset was 10, the local state is empty
-    assert calls == [(0, 0, 10)]
+    _run(proc, messages, start)  # Kafka delivers from the committed offset
+    assert calls == [(0, 0, start)]
     assert proc.synth.t == len(points)
-    assert proc.metrics.get("messages_replayed", 0) == 10
-    check_against_embedded(sink.records(config.output_topic), _expected(points), "test-run")
+    assert proc.metrics.get("messages_replayed", 0) == start
+    assert proc.metrics.get("releases_replayed", 0) == 2  # recomputed, dropped
+    stats = check_against_embedded(sink.records(config.output_topic), _expected(points),
+                                   "test-run")
+    assert stats["duplicates"] == 0
     proc.close()
 
 
@@ -192,8 +212,9 @@ def test_a_failed_delivery_commits_nothing(config):
     with pytest.raises(OSError):
         proc.process(messages[3:])
     proc.close()
+    assert sink.records(config.output_topic) == [] and sink.group_offset is None
     with PartitionStore(config.data_dir / "p0", partition=0, run_id="test-run") as store:
-        assert store.load() is None  # state only ever follows delivered releases
+        assert store.load() is None  # state only ever follows committed transactions
 
 
 def test_a_checkpoint_commits_an_open_tick(config):
@@ -231,3 +252,31 @@ def test_release_latency_and_state_metrics(config):
     assert 'dpsynth_t{partition="0"} 1000' in text
     assert proc.metrics.get("state_chunks_written", 0) >= 1
     proc.close()
+
+
+@pytest.mark.parametrize("point", ["mid_release", "after_release_produced",
+                                   "after_transaction_commit"])
+def test_releases_sent_into_an_open_transaction_are_published_once(tmp_path, point):
+    """Mid-batch the releases are sent into an open transaction (the broker takes them while
+    the batch goes on) and committed at the batch's end: a crash in between shows none of them
+    to read_committed readers, and the restart publishes each once."""
+    config = point_config(tmp_path, DPSYNTH_RELEASE_EVERY=str(RELEASE_EVERY),
+                          DPSYNTH_STATE_COMMIT_INTERVAL_S="3600")  # no commit mid-batch
+    points = np.random.default_rng(12).random((6000, 2))
+    messages = _messages(points)
+    sink = MemorySink()
+    proc = _processor(config, sink, crash_at=(point, 2))
+    with pytest.raises(Crash):
+        _run(proc, messages, 0, batch=12)  # 1560 records a batch: 3 releases each
+    sink.crash()
+    proc.close()
+    start = sink.group_offset or 0
+    restarted = _processor(config, sink, replay=lambda p, s, e: iter(messages[s:e]))
+    _run(restarted, messages, start, batch=12)
+    restarted.commit()
+    assert restarted.synth.t == len(points)
+    stats = check_against_embedded(sink.records(config.output_topic), _expected(points),
+                                   "test-run")
+    assert stats["duplicates"] == 0
+    assert sink.transactions < stats["releases"]  # a batch's releases: one transaction
+    restarted.close()

@@ -8,6 +8,8 @@ the expected releases are the embedded synthesizer's over the same messages.
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -21,7 +23,7 @@ from dpsynth.stream.settings import load_config  # noqa: E402
 from dpsynth.stream.store import PartitionStore  # noqa: E402
 from dpsynth.tabular.domain import Domain  # noqa: E402
 from dpsynth.testing.kafka import TEST_KEY_HEX, encode_records  # noqa: E402
-from tests.support.embedded import MemorySink  # noqa: E402
+from tests.support.embedded import MemorySink, crash_then_restart  # noqa: E402
 from tests.support.markers import embedded_tabular_from_input, marker  # noqa: E402
 from tests.support.tabular import (  # noqa: E402
     SMALL_DOMAIN,
@@ -83,7 +85,7 @@ def _expected(messages, partition=0):
     return {(partition, s): r for s, r in per_sequence.items()}
 
 
-def _processor(config, sink, crash_at=None, partition=0):
+def _processor(config, sink, crash_at=None, partition=0, replay=None):
     store = PartitionStore(config.data_dir / f"p{partition}", partition=partition,
                            run_id=config.run_id, chunk_bytes=16384, sync=False)
 
@@ -91,7 +93,7 @@ def _processor(config, sink, crash_at=None, partition=0):
         raise Crash(point)
 
     return PartitionProcessor(config, partition, store=store, sink=sink,
-                              crash=CrashPoints(crash_at, action=crash))
+                              crash=CrashPoints(crash_at, action=crash), replay=replay)
 
 
 def _run(proc, messages, start, batch=3):
@@ -220,47 +222,50 @@ def test_partition_one_equals_its_embedded_run_and_draws_its_own_noise(config):
     ("mid_tick", 2),
     ("mid_release", 2),
     ("after_release_produced", 2),
-    ("after_state_commit_before_ack", 3),
+    ("after_transaction_commit", 2),
+    ("after_state_commit", 3),
 ])
 def test_crash_at_each_step_then_restart_continues_identically(config, point, visit):
     codes = _codes(1400, 3)
     messages = _messages(codes)
     sink = MemorySink()
-    proc = _processor(config, sink, crash_at=(point, visit))
-    acked = -1
-    with pytest.raises(Crash):
-        for i in range(0, len(messages), 3):
-            acked = proc.process(messages[i:i + 3])
-    sink.crash()
-    proc.close()
-    restarted = _processor(config, sink)
-    assert restarted.committed >= acked
-    _run(restarted, messages, acked + 1)
+    restarted = crash_then_restart(
+        lambda sink, crash_at, replay: _processor(config, sink, crash_at, replay=replay), sink,
+        messages, crash_at=(point, visit), crash=Crash, batch=3)
     assert restarted.synth.t == len(codes)  # no record lost, none counted twice
+    restarted.commit()
     stats = check_tabular_against_embedded(sink.records(config.output_topic),
                                            _expected(messages), "test-run")
+    assert stats["duplicates"] == 0  # read_committed: every release once
     if point in ("mid_release", "after_release_produced"):
-        assert stats["duplicates"] > 0
+        assert len(sink.uncommitted(config.output_topic)) > stats["records"]  # aborted ones
     restarted.close()
 
 
 def test_a_partition_without_state_is_rebuilt_by_replay(config):
     codes = _codes(1400, 8)
     messages = _messages(codes)
+    sink = MemorySink()
+    first = _processor(config, sink)
+    _run(first, messages[:8], 0)  # the first owner publishes and commits its offsets
+    first.close()
+    shutil.rmtree(config.data_dir / "p0")  # the next owner has no local state
+    start = sink.group_offset
+    assert start is not None and start > 0
     calls = []
 
-    def replay(partition, start, end):
-        calls.append((partition, start, end))
-        return iter(messages[start:end])
+    def replay(partition, begin, end):
+        calls.append((partition, begin, end))
+        return iter(messages[begin:end])
 
-    sink = MemorySink()
     store = PartitionStore(config.data_dir / "p0", partition=0, run_id=config.run_id, sync=False)
     proc = PartitionProcessor(config, 0, store=store, sink=sink, replay=replay)
-    _run(proc, messages, 7)  # Kafka's committed offset was 7, the local state is empty
-    assert calls == [(0, 0, 7)]
+    _run(proc, messages, start)  # Kafka delivers from the committed offset
+    assert calls == [(0, 0, start)]
     assert proc.synth.t == len(codes)
-    check_tabular_against_embedded(sink.records(config.output_topic), _expected(messages),
-                                   "test-run")
+    stats = check_tabular_against_embedded(sink.records(config.output_topic),
+                                           _expected(messages), "test-run")
+    assert stats["duplicates"] == 0  # the replayed releases were not published again
     proc.close()
 
 

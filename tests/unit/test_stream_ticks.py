@@ -23,7 +23,11 @@ from dpsynth.stream.processor import InputMessage, PartitionProcessor  # noqa: E
 from dpsynth.stream.store import PartitionStore  # noqa: E402
 from dpsynth.stream.ticks import MarkerKey, parse_marker, period_start_ms  # noqa: E402
 from dpsynth.testing.kafka import TEST_KEY_HEX, encode_records, records_of  # noqa: E402
-from tests.support.embedded import MemorySink, check_against_embedded  # noqa: E402
+from tests.support.embedded import (  # noqa: E402
+    MemorySink,
+    check_against_embedded,
+    crash_then_restart,
+)
 from tests.support.markers import embedded_points_from_input, marker  # noqa: E402
 from tests.support.processor import point_config  # noqa: E402
 
@@ -38,7 +42,7 @@ def _config(tmp_path, **extra):
     return point_config(tmp_path, **{"DPSYNTH_NEIGHBOURS": "add_remove", **extra})
 
 
-def _processor(config, sink, crash_at=None):
+def _processor(config, sink, crash_at=None, replay=None):
     store = PartitionStore(config.data_dir / "p0", partition=0, run_id=config.run_id,
                            chunk_bytes=16384, sync=False)
 
@@ -46,7 +50,7 @@ def _processor(config, sink, crash_at=None):
         raise Crash(point)
 
     return PartitionProcessor(config, 0, store=store, sink=sink,
-                              crash=CrashPoints(crash_at, action=crash))
+                              crash=CrashPoints(crash_at, action=crash), replay=replay)
 
 
 def _messages(points, marker_after=(2, 3, 7, 8, 12), extra=()):
@@ -130,23 +134,18 @@ def test_P11_skipped_markers_foreign_forged_and_repeated(tmp_path):
 
 @pytest.mark.parametrize(("point", "visit"), [("mid_tick", 3), ("mid_release", 2),
                                               ("after_release_produced", 2),
-                                              ("after_state_commit_before_ack", 2)])
+                                              ("after_transaction_commit", 2),
+                                              ("after_state_commit", 2)])
 def test_P11_crash_and_restart_give_the_same_steps(tmp_path, point, visit):
     config = _config(tmp_path)
     points = np.random.default_rng(3).random((2000, 2))
     messages = _messages(points)
     sink = MemorySink()
-    proc = _processor(config, sink, crash_at=(point, visit))
-    acked = -1
-    with pytest.raises(Crash):
-        for i in range(0, len(messages), 3):
-            acked = proc.process(messages[i:i + 3])
-    sink.crash()
-    proc.close()
-    restarted = _processor(config, sink)
-    assert restarted.last_tick_ms == restarted.store.load().last_tick_ms
-    _run(restarted, messages, acked + 1)  # Kafka re-delivers from the acknowledged offset
+    restarted = crash_then_restart(
+        lambda sink, crash_at, replay: _processor(config, sink, crash_at, replay), sink,
+        messages, crash_at=(point, visit), crash=Crash, batch=3)
     restarted.commit()
+    assert restarted.last_tick_ms == restarted.store.load().last_tick_ms
     assert restarted.synth.t == len(points)  # every record once
     check_against_embedded(sink.records(config.output_topic), _expected(messages), "test-run")
     restarted.close()
@@ -170,7 +169,7 @@ def test_P11_under_replace_a_marker_releases_a_quiet_partition(tmp_path):
 def test_the_timer_writes_one_marker_per_partition_and_period(tmp_path):
     config = _config(tmp_path, DPSYNTH_TICK_SECONDS="2")
     sink = MemorySink()
-    operator = Operator(config, sink=sink)
+    operator = Operator(config, marker_sink=sink)
 
     class Loaded:
         last_tick_ms = 4000  # the period [4 s, 6 s) was applied before a restart

@@ -14,8 +14,10 @@ pytest.importorskip("rocksdict")
 from dpsynth.bounding import UserCounts  # noqa: E402
 from dpsynth.errors import ConfigError  # noqa: E402
 from dpsynth.schema import Column, Schema  # noqa: E402
+from dpsynth.stream.changelog import restore_from  # noqa: E402
 from dpsynth.stream.codecs import decode_dead_letter  # noqa: E402
 from dpsynth.stream.crash import CrashPoints  # noqa: E402
+from dpsynth.stream.persist import PartitionState  # noqa: E402
 from dpsynth.stream.processor import InputMessage, PartitionProcessor  # noqa: E402
 from dpsynth.stream.routing import UserRouting, murmur2, partition_of  # noqa: E402
 from dpsynth.stream.settings import load_config  # noqa: E402
@@ -72,7 +74,7 @@ def _messages(points: np.ndarray, users: list[str]) -> list[InputMessage]:
         enumerate(zip(points, users, strict=True))]
 
 
-def _processor(config, sink, crash_at=None):
+def _processor(config, sink, crash_at=None, replay=None):
     store = PartitionStore(config.data_dir / "p2", partition=OWN, run_id=config.run_id,
                            chunk_bytes=16384, sync=False)
 
@@ -80,7 +82,7 @@ def _processor(config, sink, crash_at=None):
         raise Crash(point)
 
     return PartitionProcessor(config, OWN, store=store, sink=sink,
-                              crash=CrashPoints(crash_at, action=crash))
+                              crash=CrashPoints(crash_at, action=crash), replay=replay)
 
 
 def _expected(points: np.ndarray, users: list[str]) -> dict:
@@ -144,7 +146,7 @@ def test_routing_without_a_user_column_takes_the_key_as_the_id() -> None:
 
 @pytest.mark.parametrize(("point", "visit"), [
     ("mid_tick", 3), ("mid_release", 2), ("after_release_produced", 2),
-    ("after_state_commit_before_ack", 1), ("after_state_commit_before_ack", 3)])
+    ("after_transaction_commit", 2), ("after_state_commit", 1), ("after_state_commit", 3)])
 def test_P15_a_crash_never_lets_a_user_exceed_k(config, point, visit):
     """A heavy user's records keep arriving around each crash; after the restart the store
     holds exactly its first K, and the releases are the embedded engine's."""
@@ -155,7 +157,7 @@ def test_P15_a_crash_never_lets_a_user_exceed_k(config, point, visit):
     points = rng.random((3000, 2))
     sink = MemorySink()
     restarted = crash_then_restart(
-        lambda sink, crash_at: _processor(config, sink, crash_at), sink,
+        lambda sink, crash_at, replay: _processor(config, sink, crash_at, replay), sink,
         _messages(points, users), crash_at=(point, visit), crash=Crash, batch=50)
     restarted.commit()
     key = restarted.synth.synth.users.hash([heavy.encode()])
@@ -164,6 +166,40 @@ def test_P15_a_crash_never_lets_a_user_exceed_k(config, point, visit):
     check_against_embedded(sink.records(config.output_topic), _expected(points, users),
                            "test-run")
     restarted.close()
+
+
+def test_P15_a_partition_restored_from_the_state_topic_keeps_every_users_count(config):
+    """A worker without the partition's disk restores the per-user counts from the state
+    topic with the state: no user can exceed k after the move."""
+    users = own_users(3000, 9)
+    heavy = max(set(users), key=users.count)
+    points = np.random.default_rng(9).random((3000, 2))
+    sink = MemorySink()
+
+    def make(name, restore=None):
+        store = PartitionStore(config.data_dir / name, partition=OWN, run_id=config.run_id,
+                               chunk_bytes=16384, sync=False)
+        state = PartitionState(store, run_id=config.run_id, partition=OWN, topic="state",
+                               restore=restore)
+        return PartitionProcessor(config, OWN, state=state, sink=sink)
+
+    first = make("a")
+    messages = _messages(points, users)
+    for i in range(0, 2000, 50):
+        first.process(messages[i:i + 50])
+    first.commit()
+    t = first.synth.t
+    first.close()
+    second = make("b", lambda p: restore_from(list(sink.delivered["state"]), config.run_id, p))
+    key = second.synth.synth.users.hash([heavy.encode()])
+    assert second.synth.t == t and int(second.store.read_users(key).counts[0]) == K
+    for i in range(2000, 3000, 50):
+        second.process(messages[i:i + 50])
+    second.commit()
+    assert second.synth.t == sum(min(users.count(u), K) for u in set(users))
+    check_against_embedded(sink.records(config.output_topic), _expected(points, users),
+                           "test-run")
+    second.close()
 
 
 def test_P15_the_store_commits_user_counts_with_the_watermark(tmp_path):

@@ -90,6 +90,10 @@ class _RejectEcho(logging.Handler):
               help="The synthetic topic.")
 @click.option("--from-beginning", is_flag=True,
               help="Read the topic from its start (default: only releases published from now).")
+@click.option("--latest-view", is_flag=True,
+              help="Read the latest view of --topic (its compacted TOPIC-latest: each input "
+                   "partition's newest release, about one release per partition) from its "
+                   "start.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="Stop after S seconds without a new record (default: run until Ctrl-C or "
                    "SIGTERM).")
@@ -107,17 +111,19 @@ class _RejectEcho(logging.Handler):
               help="Write the merged points in the original units and column names of this "
                    "schema (else in [0,1]^d, columns x0, x1, …).")
 @fail_on_dpsynth_error
-def consume(bootstrap: str | None, topic: str, from_beginning: bool, timeout: float | None,
-            max_releases: int | None, run_id: str | None, group_id: str | None,
-            out: Path | None, schema_path: Path | None) -> None:
+def consume(bootstrap: str | None, topic: str, from_beginning: bool, latest_view: bool,
+            timeout: float | None, max_releases: int | None, run_id: str | None,
+            group_id: str | None, out: Path | None, schema_path: Path | None) -> None:
     """Reassemble releases from the synthetic topic; print each once, then the merged size.
 
     Reads read_committed through the consumer library: complete, checksummed releases only,
     duplicates (retried releases) dropped, incomplete or corrupt releases rejected and reported.
     """
     kafka = kafka_module()
-    from dpsynth.client.consumer import ReleaseConsumer
+    from dpsynth.client.consumer import ReleaseConsumer, latest_view_topic
 
+    if latest_view:
+        topic, from_beginning = latest_view_topic(topic), True
     console = Console(stderr=True)
     servers = resolve_bootstrap(bootstrap)
     schema = Schema.from_json_file(schema_path) if schema_path is not None else None

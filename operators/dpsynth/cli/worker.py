@@ -8,10 +8,11 @@ Example (a local broker from ``deploy/kafka-local.sh start``)::
     export DPSYNTH_NOISE_KEY_FILE=/run/secrets/dpsynth-key DPSYNTH_DATA_DIR=/data
     dpsynth worker            # or: python -m dpsynth worker --config worker.toml
 
-Before Faust starts, the command checks the configuration, that the three topics exist, that no
-release of its run id on the output topic carries another key fingerprint (P13), and that no
-other worker uses the data directory; every failure prints what to fix and exits with 1 (a
-configuration that cannot be used: :mod:`dpsynth.cli.errors`).
+Before Faust starts, the command checks the configuration, that the three topics exist (and
+creates the latest view's compacted topic when it is missing), that no release of its run id on
+the output topic carries another key fingerprint (P13), and that no other worker uses the data
+directory (the state topic too: created when missing); every failure prints what to fix and
+exits with 1 (a configuration that cannot be used: :mod:`dpsynth.cli.errors`).
 """
 
 from __future__ import annotations
@@ -154,15 +155,26 @@ def run_worker(config: WorkerConfig) -> None:
 
     from dpsynth.stream.app import create_app
     from dpsynth.stream.runcheck import check_run_key
+    from dpsynth.stream.topics import ensure_compacted
 
     partitions = check_topics(config)
     config = with_input_partitions(config, partitions[config.input_topic])
+    latest, state = config.latest_topic_name, config.state_topic_name
+    if latest is not None:
+        partitions[latest] = ensure_compacted(
+            config.bootstrap_servers(), latest, partitions[config.input_topic],
+            max_message_bytes=max(config.release_max_record_bytes + 65_536, 1_048_588))
+    if state is not None:
+        partitions[state] = ensure_compacted(
+            config.bootstrap_servers(), state, partitions[config.input_topic],
+            max_message_bytes=1_048_588, role="state topic", variable="DPSYNTH_CHANGELOG")
     check_run_key(config.bootstrap_servers(), config.output_topic, config.run_id,
                   config.noise_key.fingerprint, records=config.key_check_records)
     bind_input(config)
     lock = lock_data_dir(config)
     warm_up(config)
-    app, _ = create_app(config)
+    app, _ = create_app(config, latest_partitions=partitions.get(latest or "", 1),
+                        state_partitions=partitions.get(state or "", 1))
     log.info("dpsynth worker: %s; topic partitions %s", config.public_summary(), partitions)
     worker = Worker(app, loglevel=config.log_level, quiet=True, redirect_stdouts=False)
     try:

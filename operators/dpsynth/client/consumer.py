@@ -16,6 +16,12 @@ releases of the same input partition may sit on different topic partitions, so t
 out of sequence order. :attr:`latest` always holds the highest sequence seen, and
 ``releases(newest_only=True)`` yields only releases newer than that.
 
+**The latest view** (``latest_view=True``, or the latest view's topic by name): the compacted
+topic that holds each input partition's newest release (``docs/operator.md`` "The latest
+view"). Read from its beginning, it costs about one release per partition whatever the history
+length; tombstones (positions a shorter release deleted) are skipped, and chunks whose header
+compaction already replaced are refused as ``no_header`` (counted in :attr:`rejected`).
+
 Example::
 
     with ReleaseConsumer("127.0.0.1:9092", "dpsynth-synthetic") as consumer:
@@ -44,6 +50,19 @@ from dpsynth.release import (
 from dpsynth.schema import Schema
 
 log = logging.getLogger(__name__)
+
+
+#: The latest view's topic name is the synthetic topic's plus this (the worker's default).
+LATEST_VIEW_SUFFIX = "-latest"
+
+
+def latest_view_topic(output_topic: str) -> str:
+    """The latest view's default topic of a synthetic topic (``DPSYNTH_LATEST_TOPIC`` unset).
+
+    >>> latest_view_topic("dpsynth-synthetic")
+    'dpsynth-synthetic-latest'
+    """
+    return output_topic + LATEST_VIEW_SUFFIX
 
 
 class ReleaseEvent(NamedTuple):
@@ -77,13 +96,18 @@ class ReleaseTracker:
         self.latest: dict[tuple[str, int], tuple[ReleaseKey, Release]] = {}
         self.rejected = 0
         self.records = 0
+        self.tombstones = 0
 
     def add(
         self, key: bytes | None, value: bytes | None, topic_partition: int = 0,
         offset: int = -1
     ) -> ReleaseEvent | None:
-        """Take one record of the synthetic topic; return the release it completes, if new."""
+        """Take one record of the synthetic topic (or of the latest view: a tombstone, value
+        None, is skipped); return the release it completes, if new."""
         self.records += 1
+        if value is None:
+            self.tombstones += 1
+            return None
         if self.run_id is not None and key is not None and not key.startswith(
             self.run_id.encode() + b"/"
         ):
@@ -148,6 +172,9 @@ class ReleaseConsumer:
         Only releases of this run (``DPSYNTH_RUN_ID``); records of other runs are ignored.
     from_beginning
         Start at the beginning of the topic (default), else at its end (only new releases).
+    latest_view
+        Read the latest view of ``topic`` (:func:`latest_view_topic`) instead, from its
+        beginning: each input partition's newest release.
     config
         Extra librdkafka settings.
     max_depth
@@ -164,9 +191,12 @@ class ReleaseConsumer:
         from_beginning: bool = True,
         config: Mapping[str, Any] | None = None,
         max_depth: int = MAX_DECODE_DEPTH,
+        latest_view: bool = False,
     ) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
+        if latest_view:
+            topic, from_beginning = latest_view_topic(topic), True
         self.topic = topic
         self.tracker = ReleaseTracker(run_id=run_id, max_depth=max_depth)
         settings: dict[str, Any] = {

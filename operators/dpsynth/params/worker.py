@@ -13,8 +13,9 @@ from dpsynth.params.choices import Engine, LogLevel, PointsFormat
 from dpsynth.params.core import Param
 
 #: Points at which a test may make the worker exit as if killed (never set in production).
-CRASH_POINTS = ("mid_tick", "mid_release", "after_release_produced",
-                "after_state_commit_before_ack")
+#: In the order a commit passes them (docs/operator.md "The commit protocol").
+CRASH_POINTS = ("mid_tick", "mid_release", "after_release_produced", "after_transaction_commit",
+                "after_state_commit")
 TOPIC = r"[A-Za-z0-9._-]{1,249}"
 IDENT = r"(|[A-Za-z0-9._-]{1,200})"
 TOPIC_RULE = "must be a Kafka topic name: 1-249 characters of [A-Za-z0-9._-]"
@@ -56,6 +57,17 @@ WORKER = [
        privacy="Post-processing of the release (the same points every reader computes)."),
     _w("points_topic", "text", "points_format arrow: the topic of the materialised points.",
        default="dpsynth-synthetic-points", pattern=TOPIC, rule=TOPIC_RULE),
+    _w("latest_view", "bool", "Also keep each partition's latest release in a compacted "
+       "topic (the latest view: a late subscriber reads one release per partition).",
+       default=True),
+    _w("latest_topic", "text", "The latest view's compacted topic (unset: the output topic's "
+       "name + -latest).", default="", pattern=r"(|[A-Za-z0-9._-]{1,249})", rule=TOPIC_RULE),
+    _w("changelog", "bool", "Also write every state commit (a delta, or a new base) to the "
+       "compacted state topic, in the release transactions: a partition restores from it "
+       "without local state, in time proportional to the state.", default=True,
+       privacy="The state topic holds true counts: protect it like the raw-events topic."),
+    _w("state_topic", "text", "The state topic (unset: the consumer group id + -state).",
+       default="", pattern=r"(|[A-Za-z0-9._-]{1,249})", rule=TOPIC_RULE),
     _w("engine", "choice", "points: records mapped by a schema to [0,1]^d; tabular: records "
        "over a finite domain.", choices=Engine, default="points"),
     _w("schema_file", "text", "engine points: the record schema (schemas/record-schema.v1.json).",
@@ -109,6 +121,12 @@ WORKER = [
        "releases flow.", low=0.0, default=1.0),
     _t("max_unacked_events", "int", "Messages processed before a state commit is forced.",
        low=1, default=20_000),
+    _t("latest_interval_s", "float", "Least time between two writes of a partition's latest "
+       "view (0: with every release transaction).", low=0.0, default=5.0),
+    _t("transaction_timeout_s", "float", "transaction.timeout.ms of the release producers: a "
+       "dead worker's open transaction holds read_committed readers at most this long plus "
+       "the broker's abort scan (transaction.abort.timed.out.transaction.cleanup.interval.ms).",
+       low=1.0, high=900.0, default=5.0),
     _t("state_chunk_bytes", "int", "Size of a state chunk in RocksDB.", low=4096,
        high=64 * 2**20, default=256 * 1024),
     _t("state_sync", "bool", "fsync every state commit.", default=True),

@@ -14,7 +14,11 @@ module               owns
 ``processor``        :class:`PartitionProcessor`: skip ≤ watermark, decode, feed, produce, commit
 ``engines``          :class:`SynthesizerEngine`: any synthesizer of the contract (points or
                      tables, ``DPSYNTH_ENGINE``) as the processor drives it
-``sink``             the confluent-kafka producer of releases and dead letters
+``output``           a partition's pending output: one Kafka transaction per publish (releases,
+                     latest view, dead letters, input offset)
+``sink``             the confluent-kafka producers: one transactional per input partition,
+                     one idempotent for tick markers
+``topics``           the latest view's compacted topic (created when missing)
 ``points``           ``DPSYNTH_POINTS_FORMAT``: each release's points (Arrow IPC) beside it
 ``replay``           the replay reader of an input partition (state rebuilt without local state)
 ``metrics``          Prometheus text exposition of the operator's counters
@@ -28,8 +32,9 @@ module               owns
 The commands (``dpsynth worker``, ``produce``, ``consume``) are in :mod:`dpsynth.cli`, the
 consumer library in :mod:`dpsynth.client`, the test broker and helpers in :mod:`dpsynth.testing`.
 
-Why the design is what it is (Faust tables not used, at-least-once + de-duplication instead of
-Kafka transactions, replay on a partition without local state): ``docs/operator.md``.
+Why the design is what it is (Faust tables not used; Kafka transactions of our own for the
+output and the input offset, the RocksDB state committed after them and repaired by replay;
+the latest view): ``docs/operator.md``.
 """
 
 from __future__ import annotations

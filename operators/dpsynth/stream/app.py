@@ -7,8 +7,11 @@ form):
 - input from a confluent-kafka consumer in one thread (:class:`~dpsynth.stream.intake.InputLoop`,
   ``read_committed``, static membership, batches): that thread owns every
   :class:`PartitionProcessor`, so a partition's state is sequential and rebalance callbacks
-  never race a batch; an input offset is committed to the group only up to the persisted
-  watermark + 1;
+  never race a batch; input offsets are committed to the group only inside the partition's
+  release transactions (:mod:`dpsynth.stream.output`);
+- one transactional producer per owned input partition (:class:`~dpsynth.stream.sink.
+  TransactionalSink`, ``transactional.id`` from the run and the partition), created when the
+  partition is assigned (fencing its previous owner) and closed when it is revoked;
 - the Faust app runs the web server (``/metrics``, ``/healthz``, ``/readyz``) and the life cycle
   (signals, graceful stop); its own Kafka consumer and producer are not started (no agent, no
   Faust tables, no changelog topics): state is our own RocksDB database per partition
@@ -23,20 +26,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import faust
 from faust.app.base import BootStrategy
 from mode import Service
 
+from dpsynth.stream.changelog import make_restore
 from dpsynth.stream.crash import CrashPoints
 from dpsynth.stream.health import Health
 from dpsynth.stream.intake import EXIT_FATAL, InputLoop
 from dpsynth.stream.metrics import Metrics
-from dpsynth.stream.processor import InputMessage, PartitionProcessor, Sink
+from dpsynth.stream.output import TransactionalSink
+from dpsynth.stream.persist import PartitionState
+from dpsynth.stream.processor import InputMessage, PartitionProcessor
 from dpsynth.stream.replay import make_replay
 from dpsynth.stream.settings import WorkerConfig
-from dpsynth.stream.sink import KafkaSink
+from dpsynth.stream.sink import KafkaSink, transactional_id
+from dpsynth.stream.sink import TransactionalSink as KafkaTransactionalSink
 from dpsynth.stream.store import PartitionStore
 from dpsynth.stream.ticks import MarkerKey, period_start_ms
 
@@ -45,23 +53,59 @@ __all__ = ["EXIT_FATAL", "Operator", "create_app"]
 log = logging.getLogger(__name__)
 
 
+class MarkerSink(Protocol):
+    """Where tick markers go (:class:`~dpsynth.stream.sink.KafkaSink`, outside transactions)."""
+
+    def send(self, topic: str, key: bytes, value: bytes | None,
+             partition: int | None = None) -> None:
+        """Queue one record."""
+
+    def flush(self) -> None:
+        """Wait until every queued record is delivered."""
+
+
 class Operator:
     """The worker's state outside Faust: one :class:`PartitionProcessor` per assigned partition.
 
     Not thread-safe: every method runs in the input thread (:mod:`dpsynth.stream.intake`).
+    ``sinks(partition)`` makes a partition's transactional producer (default: Kafka's, see
+    :mod:`dpsynth.stream.sink`); ``marker_sink`` writes the tick markers; ``latest_partitions``
+    is the latest view's partition count.
     """
 
-    def __init__(self, config: WorkerConfig, sink: Sink) -> None:
+    def __init__(self, config: WorkerConfig, *,
+                 sinks: Callable[[int], TransactionalSink] | None = None,
+                 marker_sink: MarkerSink | None = None, latest_partitions: int = 1,
+                 state_partitions: int = 1) -> None:
         self.config = config
-        self.sink = sink
+        self.marker_sink = marker_sink or KafkaSink(config.bootstrap_servers())
+        self.make_sink = sinks or self._kafka_sink
+        self.latest_partitions = latest_partitions
+        self.state_partitions = state_partitions
+        state_topic = config.state_topic_name
+        self.restore = None if state_topic is None else make_restore(
+            config.bootstrap_servers(), state_topic, config.run_id)
+        #: the input consumer's group metadata (set by the input loop): the offsets of a
+        #: release transaction are committed in that group
+        self.group_metadata: Callable[[], Any] | None = None
         self.metrics = Metrics()
         self.health = Health(config.liveness_timeout_s)
         self.crash = CrashPoints(config.crash_at)
         self.replay = make_replay(config.bootstrap_servers(), config.input_topic)
         self.processors: dict[int, PartitionProcessor] = {}
+        self.sinks: dict[int, TransactionalSink] = {}
         self.markers = MarkerKey(config.noise_key.reveal(), config.run_id)
         self.marker_sent: dict[int, int] = {}  # partition → period of the last marker written
         self.tick_seen: dict[int, tuple[int, float]] = {}  # partition → (ticks, when counted)
+
+    def _kafka_sink(self, partition: int) -> TransactionalSink:
+        c = self.config
+        return KafkaTransactionalSink(
+            c.bootstrap_servers(), transactional_id(c.run_id, c.input_topic, partition),
+            input_topic=c.input_topic, partition=partition,
+            group_metadata=lambda: self.group_metadata() if self.group_metadata else None,
+            timeout_s=c.transaction_timeout_s, call_timeout_s=3 * c.transaction_timeout_s,
+            client_id=f"dpsynth-{c.run_id}-p{partition}")
 
     def _open(self, partition: int) -> PartitionProcessor:
         c = self.config
@@ -70,14 +114,24 @@ class Operator:
             chunk_bytes=c.state_chunk_bytes, block_cache_bytes=c.rocksdb_block_cache_bytes,
             write_buffer_bytes=c.rocksdb_write_buffer_bytes, sync=c.state_sync,
         )
+        sink = None
         try:
-            return PartitionProcessor(
-                c, partition, store=store, sink=self.sink, metrics=self.metrics,
+            sink = self.make_sink(partition)  # fences the partition's previous owner first
+            state = PartitionState(store, run_id=c.run_id, partition=partition,
+                                   topic=c.state_topic_name,
+                                   topic_partitions=self.state_partitions,
+                                   restore=self.restore, metrics=self.metrics)
+            proc = PartitionProcessor(
+                c, partition, state=state, sink=sink, metrics=self.metrics,
                 crash=self.crash, replay=self.replay, progress=self.health.progressed,
+                latest_partitions=self.latest_partitions,
             )
         except BaseException:
             store.close()
+            _close(sink)
             raise
+        self.sinks[partition] = sink
+        return proc
 
     def processor(self, partition: int) -> PartitionProcessor:
         """The partition's processor, loading its state on first use after an assignment."""
@@ -88,10 +142,8 @@ class Operator:
         return proc
 
     def handle(self, by_partition: dict[int, list[InputMessage]]) -> dict[int, int]:
-        """Process one batch (messages by partition, offset order); the committed watermarks.
-
-        The caller may commit every input offset at or below a partition's returned value.
-        """
+        """Process one batch (messages by partition, offset order); the published offsets
+        (each partition's last input offset whose output and group offset are committed)."""
         committed = {}
         for partition, messages in by_partition.items():
             if partition not in self.processors:  # revoked meanwhile: re-read by its owner
@@ -102,13 +154,14 @@ class Operator:
 
     def checkpoint(self, *, idle: bool = False) -> dict[int, int]:
         """Publish releases and commit states that are due (everything uncommitted when the
-        last poll brought nothing: ``idle``); the committed watermarks."""
+        last poll brought nothing: ``idle``); the published offsets."""
         return {partition: proc.settle(idle=idle)
                 for partition, proc in list(self.processors.items())}
 
     def commit_all(self) -> dict[int, int]:
         """Publish and commit every partition's processed input (a graceful stop)."""
-        return {partition: proc.commit() for partition, proc in list(self.processors.items())}
+        return {partition: proc.commit(final=True)
+                for partition, proc in list(self.processors.items())}
 
     def write_markers(self, now_s: float | None = None) -> None:
         """One tick marker per owned input partition and period (privacy: P11).
@@ -121,13 +174,17 @@ class Operator:
         if period <= 0:
             return
         at_ms = period_start_ms(time.time() if now_s is None else now_s, period)
+        written = False
         for partition, proc in list(self.processors.items()):
             if at_ms <= self.marker_sent.get(partition, proc.last_tick_ms):
                 continue
-            self.sink.send(self.config.input_topic, b"dpsynth-tick",
-                           self.markers.encode(partition, at_ms), partition=partition)
+            self.marker_sink.send(self.config.input_topic, b"dpsynth-tick",
+                                  self.markers.encode(partition, at_ms), partition=partition)
             self.marker_sent[partition] = at_ms
             self.metrics.inc("tick_markers_written", partition)
+            written = True
+        if written:
+            self.marker_sink.flush()
 
     def observe_ticks(self) -> None:
         """``dpsynth_tick_age_seconds``: time since each partition's last release."""
@@ -144,23 +201,47 @@ class Operator:
         for partition in partitions:
             self.processor(partition)
 
-    def revoke(self, partitions: list[int]) -> None:
-        """Close the processors of revoked partitions and drop their metric series; their
-        state reloads on reassignment (uncommitted records are re-read by the new owner)."""
+    def revoke(self, partitions: list[int], *, commit: bool = False) -> None:
+        """Close the processors and producers of revoked partitions and drop their metric
+        series; their state reloads on reassignment. With ``commit`` (a rebalance, not a lost
+        session) each first publishes and commits what it processed, so that the next owner
+        need not replay it; a failure there loses nothing (the transaction aborts, the next
+        owner reads the records again)."""
         for partition in partitions:
             proc = self.processors.pop(partition, None)
             self.marker_sent.pop(partition, None)
             self.tick_seen.pop(partition, None)
             if proc is not None:
+                if commit:
+                    try:
+                        proc.commit(final=True)
+                    except Exception as e:  # noqa: BLE001 - the next owner redoes it
+                        log.warning("partition %d: commit at revocation failed (%s: %s); the "
+                                    "next owner reads its uncommitted input again", partition,
+                                    type(e).__name__, e)
                 proc.close()
-                log.info("partition %d revoked: state closed at watermark %d", partition,
-                         proc.committed)
+                log.info("partition %d revoked: state closed at watermark %d, output published "
+                         "through offset %d", partition, proc.committed, proc.published)
+            _close(self.sinks.pop(partition, None))
             self.metrics.remove_partition(partition)
 
     def close(self) -> None:
-        """Close every partition's state (the worker stops)."""
+        """Close every partition's state and producer (the worker stops)."""
         for partition in list(self.processors):
             self.processors.pop(partition).close()
+            _close(self.sinks.pop(partition, None))
+
+
+def _close(sink: object) -> None:
+    """Close a partition's producer if it has a ``close`` (the test kit's may not); a failure
+    is logged, never raised (the partition is being given up anyway)."""
+    close = getattr(sink, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception as e:  # noqa: BLE001 - closing must not stop a rejoin or a stop
+            log.warning("a partition's producer did not close cleanly (%s: %s)",
+                        type(e).__name__, e)
 
 
 class InputService(Service):
@@ -180,8 +261,10 @@ class InputService(Service):
         self.intake.operator.close()
 
 
-def create_app(config: WorkerConfig, *, sink: Sink | None = None) -> tuple[faust.App, Operator]:
-    """The Faust app (web server, life cycle) and its :class:`Operator`, from ``config``."""
+def create_app(config: WorkerConfig, *, latest_partitions: int = 1, state_partitions: int = 1
+               ) -> tuple[faust.App, Operator]:
+    """The Faust app (web server, life cycle) and its :class:`Operator`, from ``config``
+    (``latest_partitions``, ``state_partitions``: the derived topics' partition counts)."""
     web_host: dict[str, Any] = ({"web_host": "127.0.0.1"} if config.web_bind.startswith("127.")
                                 else {})
     app = faust.App(
@@ -198,7 +281,8 @@ def create_app(config: WorkerConfig, *, sink: Sink | None = None) -> tuple[faust
     )
     # the input is our own consumer (intake.py): Faust's consumer and producer stay off
     app.boot_strategy = BootStrategy(app, enable_kafka=False)
-    operator = Operator(config, sink or KafkaSink(config.bootstrap_servers()))
+    operator = Operator(config, latest_partitions=latest_partitions,
+                        state_partitions=state_partitions)
     app.add_dependency(InputService(InputLoop(config, operator)))
 
     def probe(web: Any, verdict: tuple[bool, str]) -> Any:

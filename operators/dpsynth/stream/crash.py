@@ -8,11 +8,15 @@ them (``docs/operator.md``):
 ``mid_tick``
     records were fed to the synthesizer and the tick is still open; nothing produced or stored.
 ``mid_release``
-    half of a release's records (header and the first chunks) were delivered, not its end.
+    half of a release's records (header and the first chunks) are on the broker, in a
+    transaction still open.
 ``after_release_produced``
-    every release of the batch was delivered; the state was not committed.
-``after_state_commit_before_ack``
-    state and watermark were committed; the input offsets were not acknowledged to Kafka.
+    every record of the transaction is on the broker (releases, latest view, dead letters),
+    the transaction (and the input offset in it) is not committed.
+``after_transaction_commit``
+    the transaction is committed (records visible, input offset committed); the state is not.
+``after_state_commit``
+    state and watermark were committed too.
 """
 
 from __future__ import annotations

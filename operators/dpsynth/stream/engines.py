@@ -232,3 +232,25 @@ def bound_variable(key: str) -> str:
     if param is not None and "worker" in param.scopes:
         return param.env
     return f"the synthesizer parameter {key!r} (another dpsynth version?)"
+
+
+def check_bound(config: WorkerConfig, bound: dict[str, Any], stored: dict[str, Any],
+                partition: int, where: object) -> None:
+    """Refuse a partition's stored state built with another engine or other parameters
+    (``bound``: :func:`public_config` now; ``stored``: the state's), saying how to proceed."""
+    stored_engine = stored.get("engine", "points")
+    if stored_engine != config.engine:
+        raise ConfigError(
+            f"DPSYNTH_ENGINE ({config.engine}) differs from the engine partition {partition}'s "
+            f"state in {where} was built with ({stored_engine}); set "
+            f"DPSYNTH_ENGINE={stored_engine}, or start a new run (new DPSYNTH_RUN_ID and noise "
+            "key, empty DPSYNTH_DATA_DIR)"
+        )
+    for name, value in bound.items():
+        if stored.get(name) != value:
+            raise ConfigError(
+                f"{bound_variable(name)} differs from the one partition {partition}'s state in "
+                f"{where} was built with ({name}); the parameters of a run cannot change. "
+                "Restore the previous setting, or start a new run (new DPSYNTH_RUN_ID and noise "
+                "key, empty DPSYNTH_DATA_DIR)"
+            )

@@ -11,13 +11,15 @@ Settings that matter, and why (``docs/operator.md`` has the long form):
 
 - ``isolation.level=read_committed``: a record of an aborted (or still open) transaction is
   never counted; the replay reader reads the same way (:mod:`dpsynth.stream.replay`);
-- ``enable.auto.commit=false``: the input offset of a partition is committed only up to its
-  persisted watermark + 1, after the state commit that covers it (DESIGN §3, exactly-once as
-  consumers see it); records of an open tick are re-read after a crash and skipped up to the
-  watermark;
+- ``enable.auto.commit=false``: the input offset of a partition is committed only inside its
+  release transactions (``send_offsets_to_transaction`` with this consumer's group metadata,
+  :mod:`dpsynth.stream.output`), with the output it covers (DESIGN §3, exactly-once as consumers
+  see it); this loop never commits an offset itself;
 - static membership (``group.instance.id``, :meth:`WorkerConfig.instance_id`): a restarted
   worker takes its partitions back without a rebalance; rebalance callbacks run in this thread,
-  between batches, so a revoked partition's state is closed before its new owner reads it;
+  between batches, so a revoked partition's output is published and its state committed and
+  closed before its new owner reads it (a lost partition is closed without: its session
+  expired, its new owner's producer has fenced ours);
 - heart-beats run in librdkafka's own thread: a long batch never costs the group membership
   (``max.poll.interval.ms`` bounds one batch);
 - a fatal consumer error (librdkafka's ``_FATAL``, e.g. a static member fenced after its session
@@ -41,6 +43,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from dpsynth.errors import ConfigError
 from dpsynth.stream.processor import InputMessage
 from dpsynth.stream.settings import WorkerConfig
+from dpsynth.stream.sink import DeliveryError, MembershipLost
 
 if TYPE_CHECKING:
     from dpsynth.stream.app import Operator
@@ -95,10 +98,10 @@ def consumer_config(config: WorkerConfig) -> dict[str, Any]:
 class FencedTooOften(RuntimeError):
     """Fatal consumer errors too often (:data:`REJOINS_PER_WINDOW`): the worker must stop."""
 
-    def __init__(self, err: KafkaError, instance: str) -> None:
+    def __init__(self, last: str, instance: str) -> None:
         super().__init__(
-            f"the input consumer failed {REJOINS_PER_WINDOW + 1} times within "
-            f"{REJOIN_WINDOW_S:g} s (last: {err.str()}); if it "
+            f"the input consumer or a producer failed {REJOINS_PER_WINDOW + 1} times within "
+            f"{REJOIN_WINDOW_S:g} s (last: {last}); if it "
             f"was fenced, another live worker uses group.instance.id {instance!r}: give each "
             "worker its own DPSYNTH_GROUP_INSTANCE_ID (or POD_NAME), or set it to 'off'")
 
@@ -112,7 +115,6 @@ class InputLoop:
         self.topic = config.input_topic
         self.thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._offsets: dict[int, int] = {}  # partition → offset last committed to the group
         self._waiting_since = time.monotonic()
         self._consumer: Consumer | None = None
 
@@ -147,20 +149,25 @@ class InputLoop:
             while not self._stopping.is_set():
                 try:
                     self._poll()
-                except KafkaException as e:
-                    err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
-                    if err is None or not is_fatal(err):
-                        raise
+                except (KafkaException, MembershipLost, DeliveryError) as e:
+                    if isinstance(e, MembershipLost):  # the consumer's positions are stale
+                        why = e.error.str()
+                    elif isinstance(e, DeliveryError):  # a producer that gets nowhere
+                        why = str(e)
+                    else:
+                        found = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                        if found is None or not is_fatal(found):
+                            raise
+                        why = found.str()
                     now = time.monotonic()
                     rejoins = [r for r in rejoins if now - r < REJOIN_WINDOW_S] + [now]
                     if len(rejoins) > REJOINS_PER_WINDOW:
-                        raise FencedTooOften(err, self.config.instance_id()) from None
-                    self._rejoin(err)
-            # a graceful stop (SIGTERM): commit what was processed, so that a restart re-reads
-            # and re-publishes nothing (a kill -9 leaves that work to the restart instead)
-            self._commit_offsets(self.operator.commit_all(), sync=True)
+                        raise FencedTooOften(why, self.config.instance_id()) from None
+                    self._rejoin(why)
+            # a graceful stop (SIGTERM): publish and commit what was processed, so that a
+            # restart re-reads nothing (a kill -9 leaves that work to the restart instead)
+            self.operator.commit_all()
         finally:
-            self._commit_offsets(self._watermarks(), sync=True)
             self._close()
 
     def _join(self) -> None:
@@ -174,7 +181,8 @@ class InputLoop:
             f"static member {instance!r}" if instance else "a dynamic member",
             c.session_timeout_s)
         self._waiting_since = time.monotonic()
-        self._consumer = Consumer(settings)
+        consumer = self._consumer = Consumer(settings)
+        self.operator.group_metadata = consumer.consumer_group_metadata
         self._consumer.subscribe([self.topic], on_assign=self._on_assign,
                                  on_revoke=self._on_revoke, on_lost=self._on_lost)
 
@@ -186,11 +194,14 @@ class InputLoop:
             except (KafkaException, RuntimeError) as e:  # a failed consumer may refuse
                 log.warning("input consumer not closed cleanly (%s)", e)
 
-    def _rejoin(self, err: KafkaError) -> None:
-        """After a fatal consumer error: close the partitions' states (at their committed
-        watermarks, so nothing is lost or counted twice) and the consumer, join again."""
-        log.warning("input consumer failed (%s): closing its partitions' states and joining the "
-                    "group again with a new consumer", err.str())
+    def _rejoin(self, why: str) -> None:
+        """After a fatal consumer error, a fenced or stuck producer, or offsets the group
+        refused: close the partitions' states (at their committed watermarks, so nothing is
+        lost or counted twice), their producers and the consumer; join again."""
+        log.warning("a Kafka client failed for good (%s: the input consumer, or a partition's "
+                    "producer fenced after its transaction timed out or getting nowhere): "
+                    "closing the partitions' states and producers and joining the group again",
+                    why)
         self._release(sorted(self.operator.processors))
         self._close()
         self._join()
@@ -203,7 +214,7 @@ class InputLoop:
         self.operator.health.polled()
         if messages:
             self._handle(messages)
-        self._commit_offsets(self.operator.checkpoint(idle=not messages))
+        self.operator.checkpoint(idle=not messages)
         self.operator.write_markers()
         self._observe(consumer)
         self._log_waiting()
@@ -225,7 +236,7 @@ class InputLoop:
                 offset=offset, value=m.value(), timestamp_ms=ts if kind else None,
                 received=received, key=m.key()))
         if by_partition:
-            self._commit_offsets(self.operator.handle(by_partition))
+            self.operator.handle(by_partition)
 
     def _on_error(self, err: KafkaError) -> None:
         if is_fatal(err):
@@ -241,32 +252,6 @@ class InputLoop:
         else:
             log.warning("input consumer: %s", err.str())
 
-    def _commit_offsets(self, committed: dict[int, int], *, sync: bool = False) -> None:
-        """Commit ``watermark + 1`` of every partition whose committed watermark moved
-        (synchronously when the partitions are about to change hands, or at the end)."""
-        consumer = self._consumer
-        if consumer is None:
-            return
-        moved = [TopicPartition(self.topic, p, w + 1) for p, w in committed.items()
-                 if w >= 0 and w + 1 > self._offsets.get(p, 0)]
-        if not moved:
-            return
-        try:
-            if sync:  # (two calls: the stubs type the result by the literal flag)
-                consumer.commit(offsets=moved, asynchronous=False)
-            else:
-                consumer.commit(offsets=moved, asynchronous=True)
-        except KafkaException as e:
-            # not fatal: the state holds the watermark, and an owner skips what it covers
-            log.warning("input offsets not committed (%s); the state's watermark covers them",
-                        e.args[0].str() if e.args else e)
-            return
-        for tp in moved:
-            self._offsets[tp.partition] = tp.offset
-
-    def _watermarks(self) -> dict[int, int]:
-        return {p: proc.committed for p, proc in self.operator.processors.items()}
-
     # -- rebalances (called by librdkafka inside consume(), in this thread) ---------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -278,8 +263,7 @@ class InputLoop:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         mine = sorted(tp.partition for tp in partitions if tp.topic == self.topic)
-        self._commit_offsets(self._watermarks(), sync=True)  # what the states cover, durably
-        self._release(mine)
+        self._release(mine, commit=True)  # published and committed for the next owner
         log.info("partitions %s revoked; waiting for the group's next assignment", mine)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -287,10 +271,8 @@ class InputLoop:
         log.warning("partitions %s lost (session expired); their state is closed", mine)
         self._release(mine)
 
-    def _release(self, partitions: list[int]) -> None:
-        self.operator.revoke(partitions)
-        for p in partitions:
-            self._offsets.pop(p, None)
+    def _release(self, partitions: list[int], *, commit: bool = False) -> None:
+        self.operator.revoke(partitions, commit=commit)
         self._waiting_since = time.monotonic()
         if not self.operator.processors:
             self.operator.health.assigned(False)

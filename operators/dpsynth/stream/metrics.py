@@ -43,16 +43,29 @@ METRICS: dict[str, tuple[str, str]] = {
     "tick_markers_skipped": ("counter", "Tick markers skipped: a period already applied, or "
                                         "another run's (or a forged) marker."),
     "tick_markers_written": ("counter", "Tick markers this worker wrote into the partition."),
-    "releases": ("counter", "Releases delivered to the synthetic topic."),
+    "releases": ("counter", "Releases published (their transaction committed)."),
+    "releases_replayed": ("counter", "Releases computed again by a replay below the group's "
+                                     "committed offset: published before, dropped."),
+    "transactions": ("counter", "Kafka transactions committed (releases, dead letters, latest "
+                                "view and input offset together)."),
+    "transactions_aborted": ("counter", "Transactions the broker aborted (retried whole)."),
+    "latest_view_writes": ("counter", "Releases written to the latest view (compacted topic)."),
     "release_records": ("counter", "Records (header, chunks, end) of delivered releases."),
     "points_records": ("counter", "Records of materialised points produced "
                                   "(DPSYNTH_POINTS_FORMAT), after their release's."),
     "state_commits": ("counter", "Atomic state commits (snapshot chunks + watermark)."),
-    "state_chunks_written": ("counter", "Snapshot chunks written (only changed chunks)."),
+    "state_chunks_written": ("counter", "Base snapshot chunks written (only changed chunks; "
+                                        "most commits write a delta instead)."),
     "state_bytes_written": ("counter", "Bytes written to RocksDB by state commits."),
+    "state_topic_bytes_written": ("counter", "Bytes (keys and values) of the state commits "
+                                             "written to the state topic."),
+    "state_restores": ("counter", "States read back from the state topic (no or old local "
+                                  "state)."),
     "t": ("gauge", "Records accepted so far (the synthesizer's t)."),
     "sequence": ("gauge", "Sequence number of the last release."),
     "watermark": ("gauge", "Last input offset included in the committed state."),
+    "published": ("gauge", "Last input offset whose output is committed (the group's offset "
+                           "minus one)."),
     "lag_messages": ("gauge", "Input messages behind the partition's end (high watermark minus "
                               "the next offset to read)."),
     "tick_age_seconds": ("gauge", "Seconds since the partition's last tick ended (a release) "
@@ -65,6 +78,11 @@ METRICS: dict[str, tuple[str, str]] = {
         "Seconds from the arrival of a tick's last record to its release being delivered.",
     ),
     "state_commit_seconds": ("histogram", "Seconds to snapshot, hash and write one commit."),
+    "state_restore_seconds": ("histogram", "Seconds to read a state back from the state topic."),
+    "state_load_seconds": ("histogram", "Seconds to load a partition's state when it is "
+                                        "assigned (local store, or the state topic)."),
+    "replay_seconds": ("histogram", "Seconds to replay input the state lacked (its output was "
+                                    "published before)."),
 }
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}

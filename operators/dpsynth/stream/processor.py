@@ -1,90 +1,73 @@
-"""One input partition's processing: skip, decode, feed, produce, commit — in that order.
+"""One input partition's processing: skip, decode, feed, publish in a transaction, commit state.
 
-Layer: adapter, and deliberately free of Faust: :class:`PartitionProcessor` takes plain
-:class:`InputMessage` lists and a :class:`Sink`, so the whole protocol is unit-tested without a
-broker; ``app.py`` only moves Faust events in and acknowledgements out.
+Layer: adapter, free of Faust and Kafka (plain :class:`InputMessage` lists in, a transactional
+sink out: :mod:`dpsynth.stream.output`), so the whole protocol is unit-tested without a broker.
 
 The commit protocol (DESIGN §3 "Exactly-once as consumers see it"), per batch of messages:
 
 1. Skip every message at or below the in-memory watermark (a replay after a restart).
 2. After a (re)load, if the first new message lies beyond ``watermark + 1`` (the partition came
-   without local state, or with older state than the group's committed offset), read the missing
-   offsets back from the input partition first (``replay``): the state is rebuilt from the same
-   records with the same key, so its releases are byte-identical to the ones already published.
-3. Decode and check all records at once; invalid ones go to the dead-letter topic with a reason.
-4. Feed the valid rows to the partition's engine (:mod:`dpsynth.stream.engines`): the point
-   synthesizer (:class:`~dpsynth.online.synthesizer.OnlineSynthesizer`) or the tabular one.
-   A tick marker (:mod:`dpsynth.stream.ticks`) between the records ends a step there; it is
-   never a record, and its offset enters the watermark like a record's (privacy: P11).
-5. Releases that waited ``release_linger_s``: produce every record of every release and wait
-   until the broker has them all (and every dead letter) (:meth:`PartitionProcessor.publish`).
-6. When a state commit is due (``state_commit_interval_s`` after releases,
-   ``checkpoint_interval_s``, ``max_unacked_events``, or the input idle): publish, **then**
-   commit the snapshot and the watermark atomically (:class:`~dpsynth.stream.store.
-   PartitionStore`); **then** report the watermark, up to which the caller may acknowledge
-   input offsets. Publishing never waits for a state commit (an fsync and a snapshot: the
-   costly part), so under load the state is committed about once per interval.
+   without local state, or with a state older than the group's committed offset), read the
+   missing offsets back from the input partition first (``replay``): the state is rebuilt from
+   the same records with the same key. Their output was published by committed transactions
+   already (the group's offset moved with them), so it is **dropped**, not published again.
+3. Decode and check all records at once; invalid ones become dead letters with a reason.
+4. Feed the valid rows to the partition's engine (:mod:`dpsynth.stream.engines`). A tick marker
+   (:mod:`dpsynth.stream.ticks`) between the records ends a step there; it is never a record,
+   and its offset enters the watermark like a record's (privacy: P11).
+5. **Publish** (releases waited ``release_linger_s``, or before a state commit): one Kafka
+   transaction holds every pending release, the newest one again in the latest view, the
+   dead letters *and* the input offset ``watermark + 1`` of the input consumer group
+   (:meth:`~dpsynth.stream.output.Output.publish`). All of it becomes visible to
+   ``read_committed`` readers at once, or none of it.
+6. **Commit the state** when due (``state_commit_interval_s`` after releases,
+   ``checkpoint_interval_s``, ``max_unacked_events``, or the input idle): its delta (or a new
+   base) goes to the state topic in the transaction of step 5, **then** into the local store
+   with the watermark, atomically (:mod:`dpsynth.stream.persist`). The state is never ahead of
+   the group's offset; behind it after a crash between the two, which step 2 repairs — from the
+   state topic when the local state is missing or far behind, else by replay.
 
-A crash between any two steps loses nothing and counts nothing twice: uncommitted records are
-re-read (their offsets were not acknowledged), committed ones are skipped, and a release
-re-produced after a crash is byte-identical (derived noise), so consumers drop it as a duplicate.
+A crash between any two steps loses nothing, counts nothing twice, publishes nothing twice: an
+open transaction is aborted (the next owner's producer fences the old one) and its input read
+again; a committed one moved the group's offset with it; a state behind that offset is rebuilt
+without output. Derived noise makes every recomputed release byte-identical.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable
 
 import numpy as np
 
-from dpsynth.errors import ConfigError
+from dpsynth.stream.catchup import InputMessage, Replay, catch_up, from_state_topic
 from dpsynth.stream.codecs import dead_letter_key, encode_dead_letter, release_record_key
 from dpsynth.stream.crash import CrashPoints
-from dpsynth.stream.engines import Engine, bound_variable, open_engine, public_config
+from dpsynth.stream.engines import Engine, check_bound, open_engine, public_config
 from dpsynth.stream.metrics import Metrics
+from dpsynth.stream.output import Output, Topics, TransactionalSink
+from dpsynth.stream.persist import PartitionState
 from dpsynth.stream.points import points_records
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.store import PartitionStore
 from dpsynth.stream.ticks import Marker, MarkerKey, parse_marker
 
+__all__ = ["InputMessage", "PartitionProcessor", "Replay"]
+
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class InputMessage:
-    """One raw-events message as the processor needs it."""
-
-    offset: int
-    value: bytes | None
-    timestamp_ms: int | None = None
-    received: float = 0.0  # time.monotonic() when the worker got it (release latency)
-    key: bytes | None = None  # the Kafka key: the user id under the privacy unit "user"
-
-
-class Sink(Protocol):
-    """Where releases and dead letters go (the confluent-kafka producer, or a test fake)."""
-
-    def send(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
-        """Queue one record for delivery (order per key is kept; ``partition``: a tick
-        marker into its input partition)."""
-
-    def flush(self) -> None:
-        """Block until every queued record is delivered; raise if any delivery failed."""
-
-
-#: replay(partition, start, end) yields the input messages of offsets [start, end), in order.
-Replay = Callable[[int, int, int], Iterable[InputMessage]]
-#: Messages fed per step while rebuilding a partition by replay.
-REPLAY_BATCH = 5000
+#: Longest a release transaction stays open while a batch goes on (its timeout is 5 s).
+TRANSACTION_SPAN_S = 1.0
 
 
 class PartitionProcessor:
     """The synthesizer, state store and commit protocol of one input partition.
 
-    Not thread-safe: one caller at a time (the worker runs it in a single executor thread).
+    Not thread-safe: one caller at a time (the worker runs it in its input thread).
+    ``state``: where the state is committed (the local store and the state topic), or
+    ``store`` alone; ``latest_partitions``: the latest view's partition count.
     """
 
     def __init__(
@@ -92,134 +75,131 @@ class PartitionProcessor:
         config: WorkerConfig,
         partition: int,
         *,
-        store: PartitionStore,
-        sink: Sink,
+        sink: TransactionalSink,
+        store: PartitionStore | None = None,
+        state: PartitionState | None = None,
         metrics: Metrics | None = None,
         crash: CrashPoints | None = None,
         replay: Replay | None = None,
         progress: Callable[[], None] | None = None,
+        latest_partitions: int = 1,
     ) -> None:
         self.config = config
         self.partition = int(partition)
-        self.store = store
-        self.sink = sink
         self.metrics = metrics or Metrics()
+        if state is None:  # the local store only (no state topic)
+            assert store is not None, "a store or a state is needed"
+            state = PartitionState(store, run_id=config.run_id, partition=self.partition,
+                                   metrics=self.metrics)
+        self.state = state
+        state.metrics = self.metrics  # one registry for the partition
+        self.store = state.store
+        self.sink = sink
         self.crash = crash or CrashPoints(None)
         self.replay = replay
-        self._progress = progress or (lambda: None)  # liveness: a long replay is not stuck
+        self.progress = progress or (lambda: None)  # liveness: a long replay is not stuck
         self._public_config = public_config(config)
         self._markers = MarkerKey(config.noise_key.reveal(), config.run_id)
         self.last_tick_ms = -1  # period of the last tick marker applied (in the state)
-        self.synth, self.committed = self._load()
+        started = time.perf_counter()
+        self.synth, self.committed, latest_records = self._load()
+        self.metrics.observe("state_load_seconds", self.partition, time.perf_counter() - started)
         self.watermark = self.committed  # last offset fed to the synthesizer (in memory)
+        #: last input offset whose output is committed (the group's offset − 1); at least the
+        #: state's: the state is only ever committed after the transaction covering it
+        self.published = self.committed
+        self.output = Output(
+            run_id=config.run_id, partition=self.partition,
+            topics=Topics(config.output_topic, config.dead_letter_topic,
+                          config.latest_topic_name, max(int(latest_partitions), 1),
+                          None if config.points_format == "none" else config.points_topic),
+            sink=sink, points=lambda release: points_records(config, release, self.partition),
+            encode=lambda release: self.synth.encode(
+                release, run_id=config.run_id, partition=self.partition,
+                max_chunk_bytes=config.release_max_record_bytes),
+            history_key=lambda sequence: release_record_key(config.run_id, self.partition,
+                                                            sequence),
+            linger_s=config.release_linger_s, latest_interval_s=config.latest_interval_s,
+            latest_records=latest_records, metrics=self.metrics, crash=self.crash)
         self._fresh = True  # no message seen since the load: check for a gap once
-        # completed, not yet produced: (release, arrival of its last record, completion)
-        self._releases: list[tuple[Any, float, float]] = []
+        self.replaying = False  # feeding offsets whose output was published already
         self._unacked = 0
-        self._published = False  # releases published since the last state commit
-        self._in_flight: list[tuple[float, int]] = []  # produced, not yet acknowledged
+        self._published_since_commit = False
         self._last_commit = time.monotonic()
         self._set_gauges()
 
     # -- loading ---------------------------------------------------------------------------
 
-    def _load(self) -> tuple[Engine, int]:
-        stored = self.store.load()
+    def _load(self) -> tuple[Engine, int, int]:
+        stored = self.state.load()
         if stored is None:
             log.info("partition %d: no local state; starting at t=0", self.partition)
-            return open_engine(self.config, self.partition, None, self.store), -1
-        stored_engine = stored.config.get("engine", "points")
-        if stored_engine != self.config.engine:
-            raise ConfigError(
-                f"DPSYNTH_ENGINE ({self.config.engine}) differs from the engine partition "
-                f"{self.partition}'s state in {self.store.path} was built with "
-                f"({stored_engine}); set DPSYNTH_ENGINE={stored_engine}, or start a new run (new "
-                "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
-            )
-        for name, value in self._public_config.items():
-            if stored.config.get(name) != value:
-                raise ConfigError(
-                    f"{bound_variable(name)} differs from the one partition {self.partition}'s "
-                    f"state in {self.store.path} was built with ({name}); the parameters of a "
-                    "run cannot change. Restore the previous setting, or start a new run (new "
-                    "DPSYNTH_RUN_ID and noise key, empty DPSYNTH_DATA_DIR)"
-                )
+            return open_engine(self.config, self.partition, None, self.store), -1, 0
+        check_bound(self.config, self._public_config, stored.config, self.partition,
+                    self.store.path)
         synth = open_engine(self.config, self.partition, stored.snapshot, self.store)
         self.last_tick_ms = stored.last_tick_ms
         log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
                  self.partition, synth.t, synth.sequence, stored.watermark)
-        return synth, stored.watermark
+        return synth, stored.watermark, stored.latest_records
 
     # -- processing ------------------------------------------------------------------------
 
     def process(self, messages: list[InputMessage]) -> int:
-        """Run the commit protocol on ``messages`` (offset order); return the committed watermark.
-
-        The caller may acknowledge every input offset at or below the returned value.
-        """
+        """Run the commit protocol on ``messages`` (offset order); return :attr:`published`,
+        the last input offset whose output (and group offset) is committed."""
         if messages and self._fresh:
             self._fresh = False
             first = next((m.offset for m in messages if m.offset > self.watermark), None)
-            if first is not None and first > self.watermark + 1 and self.replay is not None:
-                self._catch_up(first)
+            if first is not None and first > self.watermark + 1:
+                if first - self.watermark - 1 > self.config.max_unacked_events:
+                    from_state_topic(self, first)  # cheaper than replaying a long gap
+                if first > self.watermark + 1 and self.replay is not None:
+                    catch_up(self, first)
         new = [m for m in messages if m.offset > self.watermark]
         if len(new) < len(messages):
             self.metrics.inc("records_skipped", self.partition, len(messages) - len(new))
         if new:
-            self._feed(new)
+            self.feed(new)
         self.settle()
         self._set_gauges()
-        return self.committed
+        return self.published
 
     def settle(self, *, idle: bool = False) -> int:
-        """Commit when due, else publish due releases; return the committed watermark.
+        """Commit the state when due, else publish what is due; return :attr:`published`.
 
         Due: a checkpoint (:meth:`checkpoint_due`), or releases published or pending and
-        ``state_commit_interval_s`` passed since the last commit (or the input is ``idle``).
+        ``state_commit_interval_s`` passed since the last commit (or the input is ``idle``);
+        a publish when releases waited ``release_linger_s`` or the latest view is due.
         """
-        if self.checkpoint_due() or self._commit_due(idle=idle):
+        now = time.monotonic()
+        if self.checkpoint_due(now) or self._commit_due(now, idle=idle):
             self.commit()
-        elif self.releases_due() or self._in_flight:
+        elif (self.output.releases_due(now) or self.output.latest_due(now)
+              or self.output.open_since is not None):  # never left open across polls
             self.publish()
-        return self.committed
+        return self.published
 
-    def _commit_due(self, now: float | None = None, *, idle: bool = False) -> bool:
-        if (not (self._releases or self._in_flight or self._published)
+    def _publish_early(self, now: float) -> None:
+        """Mid-batch: send the releases into the open transaction (the broker takes them
+        while the batch goes on), committing it once it has been open :data:`TRANSACTION_SPAN_S`
+        (well under its timeout), or the state when due."""
+        opened = self.output.open_since
+        if self._commit_due(now):
+            self.commit()
+        elif opened is not None and now - opened >= TRANSACTION_SPAN_S:
+            self.publish()
+        else:
+            self.output.send()
+
+    def _commit_due(self, now: float, *, idle: bool = False) -> bool:
+        if (not (self.output.releases_waiting or self._published_since_commit
+                 or self.output.open_since is not None)
                 or self.watermark == self.committed):
             return False
-        now = time.monotonic() if now is None else now
         return idle or now - self._last_commit >= self.config.state_commit_interval_s
 
-    def _catch_up(self, first: int) -> None:
-        """Feed offsets (watermark, first) read back from the input partition, in batches."""
-        start = self.watermark + 1
-        log.warning(
-            "partition %d: the first input offset delivered (%d) is beyond the local state "
-            "(watermark %d); replaying offsets [%d, %d) from the input partition to rebuild it",
-            self.partition, first, self.watermark, start, first,
-        )
-        assert self.replay is not None
-        batch: list[InputMessage] = []
-        replayed = 0
-        for message in self.replay(self.partition, start, first):
-            if message.offset >= first:
-                break
-            batch.append(message)
-            if len(batch) >= REPLAY_BATCH:
-                replayed += self._feed_replayed(batch)
-                batch = []
-        if batch:
-            replayed += self._feed_replayed(batch)
-        log.info("partition %d: replayed %d messages; t=%d", self.partition, replayed,
-                 self.synth.t)
-
-    def _feed_replayed(self, batch: list[InputMessage]) -> int:
-        self.metrics.inc("messages_replayed", self.partition, len(batch))
-        self._feed(batch)
-        self.settle()
-        return len(batch)
-
-    def _feed(self, new: list[InputMessage]) -> None:
+    def feed(self, new: list[InputMessage]) -> None:
         """Feed messages in offset order: runs of records, cut at tick markers."""
         start = 0
         for i, message in enumerate(new):
@@ -243,7 +223,8 @@ class PartitionProcessor:
             releases = self.synth.tick()  # privacy: P11 (steps end at public ticks)
             self.last_tick_ms = marker.at_ms
             done = time.monotonic()
-            self._releases.extend((release, message.received, done) for release in releases)
+            for release in releases:
+                self.output.add_release(release, message.received, done)
             self.metrics.inc("tick_markers", p)
             self.metrics.inc("ticks", p, len(releases))
         self.metrics.inc("messages_in", p)
@@ -256,8 +237,7 @@ class PartitionProcessor:
         dropped = self.synth.dropped
         for index, rejects in sorted(batch.rejects.items()):  # in offset order
             m = new[index]
-            self.sink.send(
-                config.dead_letter_topic,
+            self.output.add_dead_letter(
                 dead_letter_key(config.input_topic, p, m.offset),
                 encode_dead_letter(
                     value=m.value, topic=config.input_topic, partition=p, offset=m.offset,
@@ -274,7 +254,7 @@ class PartitionProcessor:
         self.metrics.inc("messages_in", p, len(new))
         self.metrics.inc("records_in", p, len(batch.points))
         self.metrics.inc("clipped_values", p, batch.clip_report.total)
-        # Feed tick by tick (cut at message boundaries), so that a large batch still commits
+        # Feed tick by tick (cut at message boundaries), so that a large batch still publishes
         # its releases every release_linger_s instead of all at its end (release latency).
         valid_end = np.cumsum(batch.valid_per_message)
         first, start = 0, 0
@@ -289,15 +269,15 @@ class PartitionProcessor:
             # at most one tick completes per cut, with message ``last`` (its last record): the
             # release latency starts when that message arrived
             for release in releases:
-                self._releases.append((release, new[last].received, done))
+                self.output.add_release(release, new[last].received, done)
             self.metrics.inc("ticks", p, len(releases))
             self.watermark = new[last].offset
             self._unacked += last + 1 - first
             if self.synth.until_release() != config.release_every:
                 self.crash.reached("mid_tick")  # records of an open step or tick
             first, start = last + 1, end
-            if first < len(new) and self.releases_due(done):  # latency: publish mid-batch
-                self.commit() if self._commit_due(done) else self.publish(wait=False)
+            if first < len(new) and not self.replaying and self.output.releases_due(done):
+                self._publish_early(done)  # latency: do not wait for the batch's end
         self.metrics.inc("records_dropped", p, self.synth.dropped - dropped)
 
     def checkpoint_due(self, now: float | None = None) -> bool:
@@ -310,67 +290,37 @@ class PartitionProcessor:
             or now - self._last_commit >= self.config.checkpoint_interval_s
         )
 
-    def releases_due(self, now: float | None = None) -> bool:
-        """True when a completed release has waited ``release_linger_s`` to be published."""
-        if not self._releases:
-            return False
-        now = time.monotonic() if now is None else now
-        return now - self._releases[0][2] >= self.config.release_linger_s
-
-    def publish(self, *, wait: bool = True) -> None:
-        """Produce the pending releases; with ``wait``, wait until the broker has every record
-        produced so far (releases and dead letters). The state is not committed: after a crash
-        the same releases are recomputed from the last committed state and published again,
-        byte-identical (derived noise), so consumers drop them as duplicates."""
-        p, config = self.partition, self.config
-        for position, (release, arrived, _) in enumerate(self._releases):
-            sequence, records = self.synth.encode(
-                release, run_id=config.run_id, partition=p,
-                max_chunk_bytes=config.release_max_record_bytes,
-            )
-            key = release_record_key(config.run_id, p, sequence)
-            if position == 0 and self.crash.armed("mid_release"):
-                half = max(1, len(records) // 2)
-                for record in records[:half]:
-                    self.sink.send(config.output_topic, key, record)
-                self.sink.flush()
-                self.crash.reached("mid_release")
-                records = records[half:]
-            for record in records:
-                self.sink.send(config.output_topic, key, record)
-            for record in points_records(config, release, p):  # DPSYNTH_POINTS_FORMAT
-                self.sink.send(config.points_topic, key, record)
-                self.metrics.inc("points_records", p)
-            self._in_flight.append((arrived, len(records)))
-        self._releases = []
-        if wait:
-            self._delivered()
-
-    def _delivered(self) -> None:
-        """Wait for the broker's acknowledgement of everything produced; count the releases."""
-        self.sink.flush()  # every release record and dead letter is on the broker now
-        if not self._in_flight:
+    def publish(self, *, final: bool = False, state: list | None = None) -> None:
+        """Publish the pending output, ``state`` (the state topic's records of a commit) and the
+        input offset in one transaction (step 5); during a replay, drop the output instead
+        (published already). ``final`` (the partition is handed over or the worker stops): the
+        latest view gets the newest release now."""
+        if self.replaying:
+            self.output.discard()
+            if state:
+                self.output.publish(None, extra=state)  # the state topic follows the store
             return
-        p, delivered = self.partition, time.monotonic()
-        for arrived, _ in self._in_flight:
-            self.metrics.observe("release_latency_seconds", p, max(delivered - arrived, 0.0))
-        self.metrics.inc("releases", p, len(self._in_flight))
-        self.metrics.inc("release_records", p, sum(n for _, n in self._in_flight))
-        self._in_flight = []
-        self.crash.reached("after_release_produced")
-        self._published = True
+        offset = self.watermark + 1 if self.watermark > self.published else None
+        if self.output.publish(offset, latest=final, extra=state):
+            self.published = max(self.published, self.watermark)
+            self._published_since_commit = True
 
-    def commit(self) -> int:
-        """Publish pending releases, then commit state and watermark atomically."""
+    def commit(self, *, final: bool = False) -> int:
+        """Publish with the state's delta, then commit it locally (step 6); return the state's
+        watermark. ``final``: see :meth:`publish`."""
         p = self.partition
-        self.publish()
-        if self.watermark != self.committed:
+        if self.watermark == self.committed:
+            self.publish(final=final)
+        else:
             start = time.perf_counter()
-            stats = self.store.commit(
-                self.synth.snapshot(), watermark=self.watermark, t=self.synth.t,
-                sequence=self.synth.sequence, config=self._public_config,
-                last_tick_ms=self.last_tick_ms, users=self.synth.take_user_changes(),
-            )
+            users = self.synth.take_user_changes()
+            meta = {"watermark": self.watermark, "t": self.synth.t,
+                    "sequence": self.synth.sequence, "config": self._public_config,
+                    "last_tick_ms": self.last_tick_ms,
+                    "latest_records": self.output.latest_records}
+            commit, records = self.state.prepare(self.synth.snapshot(), meta, users)
+            self.publish(final=final, state=records)
+            stats = self.state.commit(commit, meta=meta, users=users)
             self.synth.committed()
             self.metrics.observe("state_commit_seconds", p, time.perf_counter() - start)
             self.metrics.inc("state_commits", p)
@@ -379,12 +329,12 @@ class PartitionProcessor:
             self.metrics.set("state_bytes", p, stats.snapshot_bytes)
             self.metrics.set("state_chunks", p, stats.chunks_total)
             self.committed = self.watermark
-            self.crash.reached("after_state_commit_before_ack")
+            self.crash.reached("after_state_commit")
         self._unacked = 0
-        self._published = False
+        self._published_since_commit = False
         self._last_commit = time.monotonic()
         self._set_gauges()
-        self._progress()
+        self.progress()
         return self.committed
 
     def _set_gauges(self) -> None:
@@ -392,6 +342,7 @@ class PartitionProcessor:
         self.metrics.set("t", p, self.synth.t)
         self.metrics.set("sequence", p, self.synth.sequence)
         self.metrics.set("watermark", p, self.committed)
+        self.metrics.set("published", p, self.published)
         self.metrics.set("unacked_events", p, self._unacked)
 
     def close(self) -> None:

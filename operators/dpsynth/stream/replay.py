@@ -40,6 +40,7 @@ def make_replay(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) 
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 10,  # at the end, answer at once (EOF), not after 500 ms
         })
         try:
             tp = TopicPartition(topic, partition)

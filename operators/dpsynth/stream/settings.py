@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dpsynth.client.consumer import latest_view_topic
 from dpsynth.errors import ConfigError
 from dpsynth.keys import NoiseKey, load_noise_key
 from dpsynth.params import CRASH_POINTS, PARAMS
@@ -131,6 +132,22 @@ class WorkerConfig(WorkerSettings):
         return self.schema.d
 
     @property
+    def latest_topic_name(self) -> str | None:
+        """The latest view's compacted topic (``DPSYNTH_LATEST_TOPIC``, else the output topic's
+        name + ``-latest``), or None when ``DPSYNTH_LATEST_VIEW`` is off."""
+        if not self.latest_view:
+            return None
+        return self.latest_topic or latest_view_topic(self.output_topic)
+
+    @property
+    def state_topic_name(self) -> str | None:
+        """The state topic (``DPSYNTH_STATE_TOPIC``, else the group id + ``-state``), or None
+        when ``DPSYNTH_CHANGELOG`` is off."""
+        if not self.changelog:
+            return None
+        return self.state_topic or f"{self.app_id}-state"
+
+    @property
     def app_id(self) -> str:
         """The Faust app id, which is the input consumer group."""
         return self.group_id or f"dpsynth-{self.run_id}"
@@ -233,11 +250,19 @@ def load_config(environ: Mapping[str, str] | None = None) -> WorkerConfig:
 def _checked(config: WorkerConfig) -> WorkerConfig:
     """Cross-setting rules, derived settings and a throwaway synthesizer (fail at start)."""
     _check_engine_variables(config)
-    topics = (config.input_topic, config.output_topic, config.dead_letter_topic)
-    if len(set(topics)) != 3:
+    topics = [config.input_topic, config.output_topic, config.dead_letter_topic]
+    for derived, variable in ((config.latest_topic_name, "DPSYNTH_LATEST_TOPIC"),
+                              (config.state_topic_name, "DPSYNTH_STATE_TOPIC")):
+        if derived is not None:
+            topics.append(derived)
+            if len(derived) > 249:
+                raise ConfigError(f"the topic name {derived[:40]}... is longer than Kafka's "
+                                  f"249 characters: set {variable}")
+    if len(set(topics)) != len(topics):
         raise ConfigError(
-            "DPSYNTH_INPUT_TOPIC, DPSYNTH_OUTPUT_TOPIC and DPSYNTH_DEAD_LETTER_TOPIC must be "
-            f"three different topics (got {sorted(topics)})")
+            "DPSYNTH_INPUT_TOPIC, DPSYNTH_OUTPUT_TOPIC, DPSYNTH_DEAD_LETTER_TOPIC, the latest "
+            "view (DPSYNTH_LATEST_TOPIC) and the state topic (DPSYNTH_STATE_TOPIC) must be "
+            f"different topics (got {sorted(topics)})")
     given = set(config.model_fields_set)  # before the engine's defaults fill the rest
     updates: dict[str, Any] = {"run_id": config.run_id or f"run-{config.noise_key.fingerprint}"}
     for name, param in PARAMS.items():  # the settings whose default is the engine's
@@ -271,7 +296,7 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
                  "DPSYNTH_EPSILON / DPSYNTH_RELEASE_EVERY / DPSYNTH_MAX_DEPTH / DPSYNTH_MECHANISM"
                  " / DPSYNTH_NEIGHBOURS / DPSYNTH_PRIVACY_UNIT / DPSYNTH_MAX_CONTRIBUTIONS")
         raise ConfigError(f"{names}: {e}") from None
-    _check_points(config, topics)
+    _check_points(config, tuple(topics))
     return config
 
 
@@ -284,7 +309,7 @@ def _check_points(config: WorkerConfig, topics: tuple[str, ...]) -> None:
                           "carry their rows already; unset DPSYNTH_POINTS_FORMAT")
     if config.points_topic in topics:
         raise ConfigError(f"DPSYNTH_POINTS_TOPIC ({config.points_topic!r}) must differ from the "
-                          "input, output and dead-letter topics")
+                          "input, output, dead-letter, latest-view and state topics")
     assert config.schema is not None  # the point engine's (checked before)
     metadata = config.synthesizer(config.d, bytes(32)).release().metadata
     try:

@@ -5,31 +5,37 @@ opened through ``rocksdict`` (the RocksDB binding Faust itself uses) with a smal
 write buffer: Faust's default of a 2 GiB block cache per table and partition is far too much
 for a database that holds one snapshot.
 
-Layout (format 1):
+Layout (format 2; format 1, without deltas, is still read):
 
-- ``chunk/<index>`` (index as 8 bytes big-endian): the synthesizer snapshot cut into fixed-size
+- ``chunk/<index>`` (index as 8 bytes big-endian): the **base** snapshot cut into fixed-size
   chunks of ``chunk_bytes``;
+- ``delta/<number>`` (8 bytes big-endian): the **deltas** since the base
+  (:mod:`dpsynth.state_delta`, :mod:`dpsynth.stream.statelog`): a commit usually writes one
+  delta, whose size follows what the commit's records changed, and sometimes a new base;
 - ``manifest``: msgpack ``{format, run_id, partition, watermark, t, sequence, last_tick_ms,
-  length, chunk_bytes, chunks: [BLAKE2b-256 of each chunk], config, committed_at}``
+  length, chunk_bytes, chunks: [BLAKE2b-256 of each chunk], config, committed_at, epoch,
+  base_seq, sizes, deltas, digest}``: the base is the snapshot after delta ``base_seq`` of
+  epoch ``epoch``; ``sizes`` the bytes of every delta of the epoch (1…), ``deltas`` the hashes
+  of the ones stored here (``base_seq`` + 1 …); ``digest`` the SHA-256 of the snapshot now
   (``last_tick_ms``: the period of the last tick marker applied, −1 for none; absent in stores
-  written before issue 13);
+  written before issue 13); ``latest_records``: how many records the release in the
+  partition's latest view has (its positions beyond a shorter release get tombstones; absent:
+  0);
 - ``user/<16 bytes>`` (privacy unit "user" only, docs/privacy.md P15): one entry per user of
-  the partition, keyed by the user's 128-bit keyed hash (:mod:`dpsynth.bounding.ids`: the ids
-  cannot be read back without the run's key), valued by its counted records (uint16, and with
-  a per-step cap the step of the latest one, int64, and its count in that step, uint16; little
-  endian) — 2 or 12 bytes. About 30 bytes per user on disk (docs/benchmarks.md §16).
+  the partition (:mod:`dpsynth.stream.usercodec`: 2 or 12 bytes under the user's keyed hash).
+  About 30 bytes per user on disk (docs/benchmarks.md §16).
 
-:meth:`PartitionStore.commit` compares the new snapshot with the last committed one chunk by
-chunk (the previous bytes stay in memory: a memcmp is ~10× cheaper than hashing), hashes and
-writes **only the chunks that changed** (and deletes chunks past a shrunken end) plus the new
-manifest in one ``WriteBatch``: RocksDB
-applies a batch atomically, so after any crash the database holds either the previous commit or
-the new one, never a mix (DESIGN §3 "a tick is applied atomically"); the per-user counts that
-changed go into the same batch, so after a crash no user's stored count is ahead of, or behind,
-the watermark, and no user can exceed k (P15). :meth:`PartitionStore.load`
-re-checks every chunk hash and the length (the snapshot carries its own SHA-256 inside, checked
-again by the synthesizer's restore) and raises
-:class:`~dpsynth.errors.StateCorruptError` with the operator's fix on any mismatch.
+:meth:`PartitionStore.commit` writes a delta and the new manifest, or a new base — compared
+with the previous base chunk by chunk (a memcmp is ~10× cheaper than hashing), only the chunks
+that changed are hashed and written, chunks past a shrunken end and the old deltas deleted —
+in one ``WriteBatch``: RocksDB applies a batch atomically, so after any crash the database holds
+either the previous commit or the new one, never a mix (DESIGN §3 "a tick is applied
+atomically"); the per-user counts that changed go into the same batch, so after a crash no
+user's stored count is ahead of, or behind, the watermark, and no user can exceed k (P15).
+:meth:`PartitionStore.load` re-checks every chunk and delta hash and the length, applies the
+deltas and checks the result's SHA-256 against the manifest (checked again by the
+synthesizer's restore), and raises :class:`~dpsynth.errors.StateCorruptError` with the
+operator's fix on any mismatch.
 
 The snapshot holds true counts: the data directory needs the protection of the raw-events topic.
 
@@ -46,40 +52,36 @@ The snapshot holds true counts: the data directory needs the protection of the r
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgpack
-import numpy as np
 import rocksdict
 
 from dpsynth.bounding import UserCounts, UserKeys
 from dpsynth.errors import ConfigError, StateCorruptError
+from dpsynth.state_delta import snapshot_digest
+from dpsynth.stream.rocks import chunk_hash, diff_chunks, rocksdb_options
+from dpsynth.stream.statelog import StateCommit, rebuild
+from dpsynth.stream.usercodec import decode_users, encode_users, hashes_of, user_keys
 
-STORE_FORMAT = 1
+STORE_FORMAT = 2
+_READ_FORMATS = (1, 2)
 _MANIFEST = b"manifest"
 _CHUNK = b"chunk/"
+_DELTA = b"delta/"
 _USER = b"user/"
-#: Stored value of a user: its counted records; with a per-step cap also (step, step count).
-_COUNT = np.dtype("<u2")
-_STEPPED = np.dtype([("count", "<u2"), ("step", "<i8"), ("step_count", "<u2")])
-#: Chunks at least this large live in RocksDB blob files: compactions then move 30-byte
-#: references instead of rewriting every 256 KiB chunk again and again.
-_MIN_BLOB_BYTES = 4096
-
-
-def chunk_hash(data: bytes | memoryview) -> bytes:
-    """BLAKE2b-256 of one chunk: an integrity check, about twice as fast as SHA-256 here."""
-    return hashlib.blake2b(data, digest_size=32).digest()
 
 
 def _chunk_key(index: int) -> bytes:
     return _CHUNK + index.to_bytes(8, "big")
+
+
+def _delta_key(number: int) -> bytes:
+    return _DELTA + number.to_bytes(8, "big")
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,9 @@ class StoredState:
     sequence: int
     config: dict[str, Any]
     last_tick_ms: int = -1  # period start of the last tick marker applied (-1: none)
-
+    latest_records: int = 0  # records of the release in the latest view
+    epoch: int = 0  # the base + deltas position (dpsynth.stream.statelog)
+    sizes: tuple[int, ...] = ()  # bytes of every delta of the epoch
 
 @dataclass(frozen=True)
 class CommitStats:
@@ -140,22 +144,7 @@ class PartitionStore:
         self.run_id = run_id
         self.chunk_bytes = int(chunk_bytes)
         self.path.mkdir(parents=True, exist_ok=True)
-        options = rocksdict.Options(raw_mode=True)
-        options.create_if_missing(True)
-        options.set_write_buffer_size(int(write_buffer_bytes))
-        options.set_max_write_buffer_number(2)
-        options.set_max_open_files(64)
-        table = rocksdict.BlockBasedOptions()
-        table.set_block_cache(rocksdict.Cache(int(block_cache_bytes)))
-        # the per-user counts (privacy unit "user") are mostly looked up for users never seen:
-        # a bloom filter (10 bits a key, ~1 % false positives) answers those without a read
-        table.set_bloom_filter(10, False)
-        options.set_memtable_whole_key_filtering(True)
-        options.set_memtable_prefix_bloom_ratio(0.1)
-        options.set_block_based_table_factory(table)
-        options.set_enable_blob_files(True)
-        options.set_min_blob_size(_MIN_BLOB_BYTES)
-        options.set_enable_blob_gc(True)
+        options = rocksdb_options(block_cache_bytes, write_buffer_bytes)
         try:
             self._db = rocksdict.Rdict(str(self.path), options)
         except Exception as e:  # rocksdict raises plain Exception with RocksDB's message
@@ -183,7 +172,7 @@ class PartitionStore:
             manifest = msgpack.unpackb(raw, raw=False)
         except Exception:  # noqa: BLE001 - any decoding failure is corruption
             raise self._corrupt("the manifest cannot be decoded") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != STORE_FORMAT:
+        if not isinstance(manifest, dict) or manifest.get("format") not in _READ_FORMATS:
             raise self._corrupt(f"the manifest is not of store format {STORE_FORMAT}")
         if manifest.get("run_id") != self.run_id or manifest.get("partition") != self.partition:
             raise ConfigError(
@@ -209,21 +198,39 @@ class PartitionStore:
             if not hmac.compare_digest(chunk_hash(chunk), expected):
                 raise self._corrupt(f"chunk {index} of {len(hashes)} fails its hash check")
             parts.append(chunk)
-        snapshot = b"".join(parts)
-        if len(snapshot) != manifest["length"]:
+        base = b"".join(parts)
+        if len(base) != manifest["length"]:
             raise self._corrupt("the reassembled snapshot has the wrong length")
         self._hashes = list(hashes)
-        self._previous = snapshot
+        self._previous = base
         self._hash_chunk_bytes = chunk_bytes
         self._manifest = manifest
         return StoredState(
-            snapshot=snapshot,
+            snapshot=self._with_deltas(base, manifest),
             watermark=int(manifest["watermark"]),
             t=int(manifest["t"]),
             sequence=int(manifest["sequence"]),
             config=dict(manifest.get("config") or {}),
             last_tick_ms=int(manifest.get("last_tick_ms", -1)),
+            latest_records=int(manifest.get("latest_records", 0)),
+            epoch=int(manifest.get("epoch", 0)),
+            sizes=tuple(int(n) for n in manifest.get("sizes", ())),
         )
+
+    def _with_deltas(self, base: bytes, manifest: dict[str, Any]) -> bytes:
+        """The base with the stored deltas applied, checked against the manifest's digest."""
+        hashes = manifest.get("deltas") or []
+        first = int(manifest.get("base_seq", 0)) + 1
+        blobs = []
+        for number, expected in enumerate(hashes, start=first):
+            blob = self._db.get(_delta_key(number))
+            if blob is None or not hmac.compare_digest(chunk_hash(blob), expected):
+                raise self._corrupt(f"delta {number} is missing or fails its hash check")
+            blobs.append(blob)
+        try:
+            return rebuild(base, blobs, bytes(manifest.get("digest") or snapshot_digest(base)))
+        except StateCorruptError as e:
+            raise self._corrupt(str(e)) from None
 
     def _corrupt(self, what: str) -> StateCorruptError:
         return StateCorruptError(
@@ -244,21 +251,71 @@ class PartitionStore:
         config: dict[str, Any],
         last_tick_ms: int = -1,
         users: UserCounts | None = None,
+        latest_records: int = 0,
+        state: StateCommit | None = None,
     ) -> CommitStats:
-        """Write the snapshot's changed chunks and the manifest in one atomic ``WriteBatch``.
+        """Write the commit and the manifest in one atomic ``WriteBatch``.
 
-        ``watermark`` is the last input offset whose records (and tick markers) are inside
-        ``snapshot``; ``last_tick_ms`` the period of the last tick marker applied; ``users``
-        the per-user counts that changed since the last commit (privacy: P15, same batch).
+        ``state`` (:class:`~dpsynth.stream.statelog.StateCommit`): a delta, or a new base; None
+        writes ``snapshot`` as a base of its own. ``watermark`` is the last input offset whose
+        records (and tick markers) are inside ``snapshot``; ``last_tick_ms`` the period of the
+        last tick marker applied; ``users`` the per-user counts that changed since the last
+        commit (privacy: P15, same batch).
         """
         start = time.perf_counter()
-        size, step = len(snapshot), self.chunk_bytes
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        previous = self._manifest or {}
+        base: dict[str, Any] = {k: previous[k] for k in ("length", "chunk_bytes", "chunks")
+                                if k in previous}
+        deltas: list[bytes] = list(previous.get("deltas") or [])
+        if state is not None and state.delta is not None:
+            if not base:
+                raise ValueError("a delta needs a base in the store first")
+            batch.put(_delta_key(state.seq), state.delta)
+            deltas.append(chunk_hash(state.delta))
+            nbytes, written = len(state.delta), 0
+            sizes = [*previous.get("sizes", ()), len(state.delta)]
+            base_seq = int(previous.get("base_seq", 0))
+        else:
+            nbytes, written = self._put_base(batch, snapshot)
+            base = {"length": len(snapshot), "chunk_bytes": self.chunk_bytes,
+                    "chunks": self._hashes}
+            first = int(previous.get("base_seq", 0)) + 1
+            for number in range(first, first + len(deltas)):
+                batch.delete(_delta_key(number))
+            deltas, sizes = [], [] if state is None else list(state.sizes)
+            base_seq = 0 if state is None else state.seq
+        if users is not None and len(users):
+            nbytes += _put_users(batch, users)  # privacy: P15 (atomic with the watermark)
+        manifest: dict[str, Any] = {
+            "format": STORE_FORMAT, "run_id": self.run_id, "partition": self.partition,
+            "watermark": int(watermark), "t": int(t), "sequence": int(sequence),
+            "last_tick_ms": int(last_tick_ms), "latest_records": int(latest_records),
+            **base, "config": config, "committed_at": time.time(),
+            "epoch": 0 if state is None else state.epoch, "base_seq": base_seq,
+            "sizes": sizes, "deltas": deltas, "digest": snapshot_digest(snapshot),
+        }
+        raw_manifest = msgpack.packb(manifest, use_bin_type=True)
+        batch.put(_MANIFEST, raw_manifest)
+        self._db.write(batch, self._write_options)  # atomic: all of it or nothing
+        self._manifest = manifest
+        return CommitStats(
+            chunks_total=len(base["chunks"]),
+            chunks_written=written,
+            bytes_written=nbytes + len(raw_manifest),
+            snapshot_bytes=len(snapshot),
+            seconds=time.perf_counter() - start,
+        )
+
+    def _put_base(self, batch: rocksdict.WriteBatch, snapshot: bytes) -> tuple[int, int]:
+        """Queue the chunks of ``snapshot`` that differ from the stored base (and delete chunks
+        past its end); returns (bytes, chunks) queued."""
+        step = self.chunk_bytes
         same_layout = self._hash_chunk_bytes == step
-        hashes, changed = _diff_chunks(
+        hashes, changed = diff_chunks(
             snapshot, self._previous if same_layout else b"",
             self._hashes if same_layout else [], step,
         )
-        batch = rocksdict.WriteBatch(raw_mode=True)
         nbytes = 0
         for index in changed:
             chunk = snapshot[index * step:(index + 1) * step]
@@ -266,34 +323,9 @@ class PartitionStore:
             nbytes += len(chunk)
         for index in range(len(hashes), len(self._hashes)):
             batch.delete(_chunk_key(index))
-        if users is not None and len(users):
-            nbytes += _put_users(batch, users)  # privacy: P15 (atomic with the watermark)
-        manifest = {
-            "format": STORE_FORMAT,
-            "run_id": self.run_id,
-            "partition": self.partition,
-            "watermark": int(watermark),
-            "t": int(t),
-            "sequence": int(sequence),
-            "last_tick_ms": int(last_tick_ms),
-            "length": size,
-            "chunk_bytes": step,
-            "chunks": hashes,
-            "config": config,
-            "committed_at": time.time(),
-        }
-        raw_manifest = msgpack.packb(manifest, use_bin_type=True)
-        batch.put(_MANIFEST, raw_manifest)
-        self._db.write(batch, self._write_options)  # atomic: all of it or nothing
-        self._hashes, self._hash_chunk_bytes, self._manifest = hashes, step, manifest
+        self._hashes, self._hash_chunk_bytes = hashes, step
         self._previous = bytes(snapshot)
-        return CommitStats(
-            chunks_total=len(hashes),
-            chunks_written=len(changed),
-            bytes_written=nbytes + len(raw_manifest),
-            snapshot_bytes=size,
-            seconds=time.perf_counter() - start,
-        )
+        return nbytes, len(changed)
 
     def load_users(self, limit: int) -> UserCounts | None:
         """Every stored user's counts, or None when there are more than ``limit`` (then the
@@ -308,34 +340,22 @@ class PartitionStore:
             keys.append(iterator.key()[len(_USER):])
             values.append(iterator.value())
             iterator.next()
-        hashes = np.frombuffer(b"".join(keys), ">u8").astype(np.uint64).reshape(-1, 2)
-        return self._parse_users(hashes, list(range(len(keys))), values)
+        return self._parse_users(hashes_of(keys), list(range(len(keys))), values)
 
     def read_users(self, keys: UserKeys) -> UserCounts:
         """The stored counts of ``keys`` (count 0: not stored): the contribution bounds'
         resolver (:class:`~dpsynth.bounding.ContributionBounds`). One multi-get."""
         # a multi-get: a list of keys gives a list of values (rocksdict's stub has one signature)
-        raw: list[bytes | None] = self._db[_user_keys(keys, _USER)]  # type: ignore[index, assignment]
+        raw: list[bytes | None] = self._db[user_keys(keys, _USER)]  # type: ignore[index, assignment]
         found = [i for i, value in enumerate(raw) if value is not None]
         return self._parse_users(keys, found, [value for value in raw if value is not None])
 
     def _parse_users(self, keys: UserKeys, found: list[int], raw: list[bytes]) -> UserCounts:
         """UserCounts of ``keys`` from the stored values of those at ``found``."""
-        counts = np.zeros(len(keys), np.uint16)
-        steps = np.full(len(keys), -1, np.int64)
-        step_counts = np.zeros(len(keys), np.uint16)
-        if not found:
-            return UserCounts(keys, counts, steps, step_counts)
-        values = b"".join(raw)
-        if len(values) == len(found) * _COUNT.itemsize:
-            counts[found] = np.frombuffer(values, _COUNT)
-        elif len(values) == len(found) * _STEPPED.itemsize:
-            stepped = np.frombuffer(values, _STEPPED)
-            counts[found] = stepped["count"]
-            steps[found], step_counts[found] = stepped["step"], stepped["step_count"]
-        else:
-            raise self._corrupt("a stored user count has the wrong length")
-        return UserCounts(keys, counts, steps, step_counts)
+        try:
+            return decode_users(keys, found, raw)
+        except ValueError as e:
+            raise self._corrupt(str(e)) from None
 
     def close(self) -> None:
         """Close the database (idempotent); committed batches are already in its log."""
@@ -351,43 +371,9 @@ class PartitionStore:
         self.close()
 
 
-def _user_keys(keys: UserKeys, prefix: bytes = b"") -> list[bytes]:
-    """``prefix`` + the 16 bytes of every user hash (big-endian words)."""
-    raw = np.ascontiguousarray(keys, dtype=">u8").tobytes()
-    return [prefix + raw[i:i + 16] for i in range(0, len(raw), 16)]
-
-
 def _put_users(batch: rocksdict.WriteBatch, users: UserCounts) -> int:
     """Queue one entry per user in ``batch``; returns the bytes queued."""
-    if users.steps is None:
-        values = users.counts.astype(_COUNT).tobytes()
-        width = _COUNT.itemsize
-    else:
-        stepped = np.empty(len(users), _STEPPED)
-        stepped["count"], stepped["step"] = users.counts, users.steps
-        stepped["step_count"] = users.step_counts
-        values, width = stepped.tobytes(), _STEPPED.itemsize
-    put = batch.put
-    for i, key in enumerate(_user_keys(users.keys, _USER)):
-        put(key, values[i * width:(i + 1) * width])
-    return len(users) * (len(_USER) + 16 + width)
-
-
-def _diff_chunks(
-    snapshot: bytes, previous: bytes, previous_hashes: Sequence[bytes], step: int
-) -> tuple[list[bytes], list[int]]:
-    """Hashes of every chunk of ``snapshot`` and the indices of the chunks that changed.
-
-    A chunk equal (byte for byte) to the previous snapshot's chunk keeps its stored hash;
-    only changed chunks are hashed.
-    """
-    hashes: list[bytes] = []
-    changed: list[int] = []
-    for index, offset in enumerate(range(0, len(snapshot), step)):
-        chunk = snapshot[offset:offset + step]
-        if index < len(previous_hashes) and previous[offset:offset + step] == chunk:
-            hashes.append(previous_hashes[index])
-        else:
-            hashes.append(chunk_hash(chunk))
-            changed.append(index)
-    return hashes, changed
+    entries = encode_users(users)
+    for key, value in entries:
+        batch.put(_USER + key, value)
+    return sum(len(_USER) + len(k) + len(v) for k, v in entries)

@@ -17,8 +17,12 @@ import java.util.Map;
  *
  * <pre>
  * java -jar target/dpsynth-reader.jar --bootstrap 127.0.0.1:9092 --topic dpsynth-synthetic \
- *     [--run-id RUN] [--schema schema.json] [--hex] [--timeout-s 60]
+ *     [--latest-view] [--run-id RUN] [--schema schema.json] [--hex] [--timeout-s 60]
  * </pre>
+ *
+ * With {@code --latest-view} it reads the topic's latest view ({@code TOPIC-latest}, the
+ * compacted topic holding each input partition's newest release) instead of its history: about
+ * one release per partition, whatever the history length.
  *
  * Values are in the schema's units with {@code --schema} (else in [0,1], columns x0..), printed
  * with {@link Double#toString(double)} (which reads back to the same double) or, with
@@ -26,6 +30,9 @@ import java.util.Map;
  * standard error with the counts of releases and refusals).
  */
 public final class LatestCsv {
+    /** The latest view's topic is the synthetic topic's name plus this (the worker's default). */
+    static final String LATEST_VIEW_SUFFIX = "-latest";
+
     private LatestCsv() {}
 
     public static void main(String[] args) {
@@ -38,8 +45,8 @@ public final class LatestCsv {
             options = options(args);
         } catch (IllegalArgumentException e) {
             stderr.println(e.getMessage());
-            stderr.println("usage: --bootstrap HOST:PORT --topic TOPIC [--run-id RUN] "
-                    + "[--schema FILE] [--hex] [--timeout-s SECONDS]");
+            stderr.println("usage: --bootstrap HOST:PORT --topic TOPIC [--latest-view] "
+                    + "[--run-id RUN] [--schema FILE] [--hex] [--timeout-s SECONDS]");
             return 2;
         }
         try {
@@ -51,8 +58,10 @@ public final class LatestCsv {
                     new ReleaseAssembler(), e -> refusals.add(e.reason().code()));
             Duration timeout = Duration.ofSeconds(
                     Long.parseLong(options.getOrDefault("timeout-s", "60")));
-            try (TopicReader reader = new TopicReader(options.get("bootstrap"),
-                    options.get("topic"), Map.of())) {
+            String topic = options.get("topic")
+                    + (options.containsKey("latest-view") ? LATEST_VIEW_SUFFIX : "");
+            try (TopicReader reader = new TopicReader(options.get("bootstrap"), topic,
+                    Map.of())) {
                 reader.readToEnd(tracker, timeout);
             }
             write(tracker, schema, hex, stdout);
@@ -109,7 +118,7 @@ public final class LatestCsv {
                 throw new IllegalArgumentException("unexpected argument " + name);
             }
             name = name.substring(2);
-            if (name.equals("hex")) {
+            if (name.equals("hex") || name.equals("latest-view")) {
                 out.put(name, "");
             } else if (List.of("bootstrap", "topic", "run-id", "schema", "timeout-s")
                     .contains(name) && i + 1 < args.length) {

@@ -18,7 +18,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * Reads a synthetic topic with {@code isolation.level=read_committed} into a
  * {@link ReleaseTracker}: every partition from its beginning, without a consumer group's
  * committed offsets. Works the same on the history topic, a transactional one or a compacted
- * latest view (the identity of a release is in its records, never in the Kafka key).
+ * latest view (the identity of a release is in its records, never in the Kafka key); a
+ * tombstone (a null value: a position the latest view deleted) is skipped.
  *
  * <pre>{@code
  * try (TopicReader reader = new TopicReader("127.0.0.1:9092", "dpsynth-synthetic", Map.of())) {
@@ -91,10 +92,14 @@ public final class TopicReader implements AutoCloseable {
         }
     }
 
-    /** As {@link #readToEnd(Consumer, Duration)}, into a tracker. */
+    /** As {@link #readToEnd(Consumer, Duration)}, into a tracker; tombstones skipped. */
     public void readToEnd(ReleaseTracker tracker, Duration timeout)
             throws java.util.concurrent.TimeoutException {
-        readToEnd(record -> tracker.add(record.value()), timeout);
+        readToEnd(record -> {
+            if (record.value() != null) {
+                tracker.add(record.value());
+            }
+        }, timeout);
     }
 
     @Override
