@@ -6,11 +6,11 @@ publish what the embedded engine makes from the same points with the same key, b
 
 - ``podman kill -s KILL`` of a container while records arrive, then a new container on the same
   volume (a pod's restart): every release present, none assembled twice by the consumer library,
-  every copy on the topic byte-identical; how many raw duplicates a plain read_committed
-  consumer saw is printed (until issue 28 makes releases transactional, see
-  :data:`PLAIN_CONSUMER_SEES_EACH_RELEASE_ONCE`);
-- a second container joins and leaves (scale 1 → 2 → 1): every partition's releases equal its
-  embedded run, nothing lost;
+  every copy on the topic byte-identical, and a plain read_committed consumer sees no record
+  twice (releases, dead letters and input offsets are committed in one Kafka transaction);
+- a second container joins and leaves (scale 1 → 2 → 1): the joining container restores the
+  partition it gets from the state topic (not by replaying the input), every partition's
+  releases equal its embedded run, nothing lost;
 - docker-compose.yml's own worker service (its settings, the key as a compose file secret, the
   image's data volume), run by podman-compose on the host's network against the local broker.
 
@@ -66,12 +66,6 @@ from tests.support.markers import embedded_points_from_input, input_values
 
 pytestmark = pytest.mark.image
 
-#: Issue 28 (transactional releases, one ``transactional.id`` per run and input partition) makes
-#: a plain read_committed consumer see every release once. Until then a worker killed between
-#: publishing releases and committing its state publishes them again after the restart (byte-
-#: identical), and only the (run, partition, sequence) de-duplication of dpsynth.client gives
-#: exactly once. Set to True with issue 28: the kill test then asserts 0 raw duplicates.
-PLAIN_CONSUMER_SEES_EACH_RELEASE_ONCE = False
 RELEASE_EVERY = 1000
 MAX_DEPTH = 12  # worker_env's
 WAIT_S = 240  # hang guard of every wait: a container's start on a loaded 2-core machine
@@ -178,10 +172,9 @@ def test_a_container_killed_with_sigkill_and_restarted_loses_and_repeats_nothing
     record_property("raw_duplicate_records", stats["duplicates"])
     print(f"\nkill -9 of the container after {killed_at} of {n} records sent: "
           f"{stats['records']} records on the synthetic topic, {stats['duplicates']} of them "
-          "raw duplicates a plain read_committed consumer sees (byte-identical); "
+          "raw duplicates a plain read_committed consumer sees; "
           f"{len(seen)} releases from dpsynth.client, 0 lost, 0 duplicated")
-    if PLAIN_CONSUMER_SEES_EACH_RELEASE_ONCE:
-        assert stats["duplicates"] == 0
+    assert stats["duplicates"] == 0  # transactions: a plain consumer sees each record once
 
 
 @pytest.mark.kafka
@@ -229,7 +222,9 @@ def test_a_second_container_joins_and_leaves_and_nothing_is_lost(
     finally:
         a.stop()
         b.stop()
-    assert "replaying offsets [0, 30)" in b.log_path.read_text()  # B rebuilt `moved` by replay
+    b_log = b.log_path.read_text()
+    assert f"partition {moved}: state restored from the state topic" in b_log  # not by replay
+    assert "replaying offsets [0, " not in b_log
     assert f"partition {moved}: the first input offset delivered" in a.log_path.read_text()
 
     expected = {}

@@ -137,6 +137,7 @@ def container_env(env: Mapping[str, str]) -> dict[str, str]:
     sees them: its paths, the key as a file; nothing else of the host's environment."""
     out = {k: v for k, v in env.items() if k.startswith("DPSYNTH_")}
     out.pop("DPSYNTH_NOISE_KEY", None)
+    out.pop("DPSYNTH_STATE_DIR", None)  # the image's own, on its data volume
     out.update({"DPSYNTH_DATA_DIR": DATA_DIR, "DPSYNTH_SCHEMA_FILE": SCHEMA_FILE,
                 "DPSYNTH_NOISE_KEY_FILE": KEY_FILE})
     return out

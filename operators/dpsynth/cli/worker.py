@@ -17,9 +17,11 @@ exits with 1 (a configuration that cannot be used: :mod:`dpsynth.cli.errors`).
 
 from __future__ import annotations
 
+import faulthandler
 import fcntl
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import IO
 
@@ -193,6 +195,9 @@ def worker(config_file: str | None) -> None:
     """Run the Kafka worker: raw events in, DP releases out (settings: DPSYNTH_* variables)."""
     if config_file:
         os.environ["DPSYNTH_CONFIG_FILE"] = config_file
+    # `kill -USR1 <pid>` writes every thread's stack to stderr (a worker that seems stuck shows
+    # where; stacks hold code locations only, no values)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         config = load_config()
         logging.basicConfig(level=config.log_level.upper().replace("WARN", "WARNING")

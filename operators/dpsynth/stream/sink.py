@@ -24,6 +24,7 @@ aborts, and a repeated marker is harmless (the processor skips a period applied 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,10 @@ _COMMON: dict[str, Any] = {
     "compression.type": "lz4",
     "log_level": 4,  # librdkafka warnings and errors only
 }
+
+
+#: How long past its own timeout a transactional call may take before the producer is given up.
+CALL_MARGIN_S = 5.0
 
 
 class DeliveryError(DpsynthError):
@@ -84,6 +89,34 @@ def transactional_id(run_id: str, input_topic: str, partition: int) -> str:
     return f"dpsynth/{run_id}/{input_topic}/{partition}"
 
 
+def bounded_call(call: Callable[[], Any], timeout_s: float, what: str) -> None:
+    """Run a blocking client call on a helper thread; wait at most ``timeout_s``.
+
+    librdkafka's ``send_offsets_to_transaction`` can ignore its own timeout while the group
+    coordinator is down (confluentinc/librdkafka#5456, #5511), which stalled a partition until
+    the poll interval expired. An overrun raises :class:`DeliveryError`: the input loop joins
+    again with a new producer of the same id, whose initialisation fences the stuck one (its
+    call then fails and its thread ends). The call's own exception is raised here.
+    """
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            outcome.append(e)
+
+    thread = threading.Thread(target=run, name=what, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not outcome:
+        raise DeliveryError(f"{what} did not return in {timeout_s:.0f} s (a coordinator that "
+                            "does not answer); the producer is given up")
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
 def _error(e: KafkaException) -> KafkaError | None:
     return e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
 
@@ -118,6 +151,7 @@ class TransactionalSink:
             "message.timeout.ms": timeout_ms,
         })
         self._open = False
+        self._wedged = False
         self._init()
 
     def _init(self) -> None:
@@ -179,9 +213,11 @@ class TransactionalSink:
                 metadata = self.group_metadata() if self.group_metadata is not None else None
                 if metadata is None:
                     raise DeliveryError("no input consumer group to commit offsets to")
-                self._retry(lambda timeout: self._producer.send_offsets_to_transaction(
-                    [TopicPartition(self.input_topic, self.partition, offset)], metadata,
-                    timeout))
+                self._retry(lambda timeout: self._bounded(
+                    "send_offsets_to_transaction", timeout,
+                    lambda: self._producer.send_offsets_to_transaction(
+                        [TopicPartition(self.input_topic, self.partition, offset)], metadata,
+                        timeout)))
             self._retry(self._producer.commit_transaction)
         except KafkaException as e:
             err = _error(e)
@@ -213,6 +249,15 @@ class TransactionalSink:
                     raise
                 log.warning("%s: %s; retrying", self.transactional_id, err.str())
 
+    def _bounded(self, name: str, timeout: float, call: Callable[[], Any]) -> None:
+        """``call`` by :func:`bounded_call`; one that overruns leaves this producer wedged
+        (the input loop gives it up: :meth:`close` leaves it to the fencing)."""
+        try:
+            bounded_call(call, timeout + CALL_MARGIN_S, f"{self.transactional_id}: {name}")
+        except DeliveryError:
+            self._wedged = True
+            raise
+
     def _abort_after(self, why: str) -> None:
         self.abort()
         raise TransactionAborted(f"transaction of {self.transactional_id} aborted ({why})")
@@ -226,6 +271,9 @@ class TransactionalSink:
     def close(self) -> None:
         """Abort an open transaction (best effort) and drop the producer; never raises (a
         fenced or failed producer cannot abort: its successor's initialisation does)."""
+        if self._wedged:  # a call still blocks inside librdkafka: leave it to the fencing
+            log.info("%s closed without abort (a call did not return)", self.transactional_id)
+            return
         try:
             self.abort()
             self._producer.flush(1.0)

@@ -271,7 +271,18 @@ class WorkerProcess:
             if not self.alive:
                 raise RuntimeError(f"worker exited ({self.returncode()}):\n{self.log_tail()}")
             time.sleep(0.25)
-        raise TimeoutError(f"worker condition not met in {timeout_s} s:\n{self.log_tail()}")
+        raise TimeoutError(f"worker condition not met in {timeout_s} s:\n{self.log_tail()}"
+                           f"\n{self.stacks()}")
+
+    def stacks(self) -> str:
+        """Every thread's stack of the running worker (SIGUSR1, faulthandler), from its log."""
+        if not self.alive:
+            return "(worker not running)"
+        assert self.proc is not None
+        before = len(self.log_path.read_text(errors="replace"))
+        self.proc.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        return "stacks:\n" + self.log_path.read_text(errors="replace")[before:][-6000:]
 
     def wait_log(self, text: str, timeout_s: float = 120, *, after: int = 0) -> None:
         """Wait until ``text`` appears in the log (past byte ``after``)."""
