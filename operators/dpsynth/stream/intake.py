@@ -207,7 +207,8 @@ class InputLoop:
         self._join()
 
     def _poll(self) -> None:
-        """One batch: consume, process, commit offsets, publish markers, observe."""
+        """One batch: consume, process, commit offsets, observe (tick markers are written by
+        their own thread, :mod:`dpsynth.stream.ticker`)."""
         c, consumer = self.config, self._consumer
         assert consumer is not None
         messages = consumer.consume(c.batch_max_events, timeout=c.batch_within_s)
@@ -215,7 +216,6 @@ class InputLoop:
         if messages:
             self._handle(messages)
         self.operator.checkpoint(idle=not messages)
-        self.operator.write_markers()
         self._observe(consumer)
         self._log_waiting()
 
