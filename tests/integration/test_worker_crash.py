@@ -49,6 +49,7 @@ from tests.support.markers import (
     marker,
 )
 from tests.support.plain_consumer import assert_exactly_once, read_all
+from tests.support.startup import ONE_PARTITION, startup_phases
 
 pytestmark = pytest.mark.kafka
 
@@ -119,10 +120,19 @@ def test_sigkill_at_a_commit_step_then_restart(kafka_bootstrap, tmp_path, point,
     status = crashing.wait_exit(120)
     crashing.stop()
     assert status == -signal.SIGKILL, crashing.log_tail()
-    assert f"DPSYNTH_CRASH_AT={point}:{visit} reached" in log.read_text()
+    first_start = log.read_text()
+    assert f"DPSYNTH_CRASH_AT={point}:{visit} reached" in first_start
 
     with WorkerProcess(env, log) as worker:
         metrics = worker.wait_for(counted_through(n, end), timeout_s=120)
+    # a log line per start-up phase, in order, both starts (no timing asserted)
+    restart = log.read_text()[len(first_start):]
+    for text in (first_start, restart):
+        phases = startup_phases(text)
+        assert [name for name, _ in phases][:len(ONE_PARTITION)] == ONE_PARTITION, phases
+    assert "no local state" in first_start.split("restoring partition 0", 1)[1].splitlines()[0]
+    if point == "after_transaction_commit":  # behind the group's offset: a replay phase too
+        assert [n for n, _ in startup_phases(restart)].count("restoring partition 0") == 2
     if point == "after_transaction_commit":  # the state lagged the published offset
         assert metrics["dpsynth_releases_replayed_total"]["0"] > 0  # recomputed, not repeated
     records = read_topic(kafka_bootstrap, topics.output)

@@ -9,6 +9,7 @@ for byte (DESIGN §3 "Ticks": replays see the same steps).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -18,12 +19,38 @@ import numpy as np
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import DEFAULT_MAX_CHUNK_BYTES, encode_release, encode_tabular_release
 from dpsynth.schema import Schema
+from dpsynth.stream.ticker import TickClock
 from dpsynth.stream.ticks import MarkerKey, parse_marker
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.synthesizer import TabularSynthesizer
 from dpsynth.testing.kafka import TEST_KEY_HEX
 
 RUN_ID = "test-run"
+
+
+class ManualClock(TickClock):
+    """A marker writer's clock that moves only when the test says (:meth:`advance`); a wait
+    returns once the clock reached its end, or at a wake (polled every few milliseconds)."""
+
+    def __init__(self, start_s: float) -> None:
+        self._now = float(start_s)
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        """The test's time."""
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock (a jump of several periods is a writer that fell behind)."""
+        with self._lock:
+            self._now += seconds
+
+    def wait(self, seconds: float, wake: threading.Event) -> None:
+        """Until this clock moved ``seconds`` on, or ``wake``."""
+        due = self.now() + seconds
+        while not wake.is_set() and self.now() < due:
+            wake.wait(0.005)
 
 
 def marker(partition: int, at_ms: int, *, run_id: str = RUN_ID,

@@ -10,6 +10,8 @@ messages (tests/support/markers.py).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -20,7 +22,9 @@ from dpsynth.schema import Schema  # noqa: E402
 from dpsynth.stream.app import Operator  # noqa: E402
 from dpsynth.stream.crash import CrashPoints  # noqa: E402
 from dpsynth.stream.processor import InputMessage, PartitionProcessor  # noqa: E402
+from dpsynth.stream.sink import DeliveryError  # noqa: E402
 from dpsynth.stream.store import PartitionStore  # noqa: E402
+from dpsynth.stream.ticker import MarkerWriter  # noqa: E402
 from dpsynth.stream.ticks import MarkerKey, parse_marker, period_start_ms  # noqa: E402
 from dpsynth.testing.kafka import TEST_KEY_HEX, encode_records, records_of  # noqa: E402
 from tests.support.embedded import (  # noqa: E402
@@ -28,7 +32,11 @@ from tests.support.embedded import (  # noqa: E402
     check_against_embedded,
     crash_then_restart,
 )
-from tests.support.markers import embedded_points_from_input, marker  # noqa: E402
+from tests.support.markers import (  # noqa: E402
+    ManualClock,
+    embedded_points_from_input,
+    marker,
+)
 from tests.support.processor import point_config  # noqa: E402
 
 PER_MESSAGE = 130
@@ -166,20 +174,99 @@ def test_P11_under_replace_a_marker_releases_a_quiet_partition(tmp_path):
     proc.close()
 
 
+def _writer(config, sink, clock):
+    return MarkerWriter(config.input_topic, config.tick_seconds,
+                        MarkerKey(bytes.fromhex(TEST_KEY_HEX), config.run_id), sink, clock=clock)
+
+
+def _sent(sink):
+    return [(p, parse_marker(v)) for _, _, v, p in sink.sent]
+
+
 def test_the_timer_writes_one_marker_per_partition_and_period(tmp_path):
     config = _config(tmp_path, DPSYNTH_TICK_SECONDS="2")
-    sink = MemorySink()
-    operator = Operator(config, marker_sink=sink)
-
-    class Loaded:
-        last_tick_ms = 4000  # the period [4 s, 6 s) was applied before a restart
-
-    operator.processors = {0: Loaded(), 3: Loaded()}
-    operator.write_markers(now_s=5.0)  # nothing: that period's marker is in the state
-    operator.write_markers(now_s=6.5)
-    operator.write_markers(now_s=7.9)  # same period: no second marker
-    operator.write_markers(now_s=8.0)
-    sent = [(p, parse_marker(v)) for _, _, v, p in sink.sent]
+    sink, clock = MemorySink(), ManualClock(5.0)
+    operator = Operator(config, marker_sink=sink, tick_clock=clock)
+    writer = operator.ticker
+    writer.own([0, 3])  # assigned in the period [4 s, 6 s): its marker at once
+    assert writer.write_due() == 2
+    clock.advance(1.5)  # 6.5
+    writer.write_due()
+    clock.advance(1.4)  # 7.9: same period, no second marker
+    assert writer.write_due() == 0
+    clock.advance(0.1)  # 8.0
+    writer.write_due()
+    sent = _sent(sink)
     assert [(p, m.partition, m.at_ms) for p, m in sent] == [
-        (0, 0, 6000), (3, 3, 6000), (0, 0, 8000), (3, 3, 8000)]
+        (0, 0, 4000), (3, 3, 4000), (0, 0, 6000), (3, 3, 6000), (0, 0, 8000), (3, 3, 8000)]
     assert all(topic == config.input_topic for topic, _, _, _ in sink.sent)
+    assert operator.metrics.get("tick_markers_written", 0) == 3
+
+
+def test_a_writer_behind_writes_every_missed_period_in_order(tmp_path):
+    config = _config(tmp_path, DPSYNTH_TICK_SECONDS="2")
+    sink, clock = MemorySink(), ManualClock(100.0)
+    writer = _writer(config, sink, clock)
+    writer.own([1, 0])
+    writer.write_due()
+    clock.advance(7.0)  # 107.0: a pause over the boundaries 102, 104, 106
+    assert writer.write_due() == 6
+    assert [(p, m.at_ms) for p, m in _sent(sink)[2:]] == [
+        (0, 102_000), (1, 102_000), (0, 104_000), (1, 104_000), (0, 106_000), (1, 106_000)]
+    writer.disown([1])
+    clock.advance(2.0)  # 109.0
+    writer.write_due()
+    writer.own([1])  # reassigned: the current period's marker at once, no backfill
+    clock.advance(4.0)  # 113.0
+    writer.write_due()
+    tail = [(p, m.at_ms) for p, m in _sent(sink)[8:]]
+    assert tail == [(0, 108_000), (1, 108_000), (0, 110_000), (1, 110_000), (0, 112_000),
+                    (1, 112_000)]
+
+
+class _FailingOnce(MemorySink):
+    def flush(self):
+        if self.fail:
+            self.fail = False
+            raise DeliveryError("broker unreachable")
+
+
+def test_an_undelivered_marker_is_written_again_not_skipped(tmp_path):
+    config = _config(tmp_path, DPSYNTH_TICK_SECONDS="2")
+    sink, clock = _FailingOnce(), ManualClock(10.0)
+    writer = _writer(config, sink, clock)
+    writer.own([0])
+    writer.write_due()
+    clock.advance(2.0)
+    sink.fail = True
+    with pytest.raises(DeliveryError):
+        writer.write_due()
+    clock.advance(2.0)
+    writer.write_due()  # 12 s again (its delivery is unknown), then 14 s
+    assert [m.at_ms for _, m in _sent(sink)] == [10_000, 12_000, 12_000, 14_000]
+
+
+def test_the_writer_thread_keeps_time_on_its_own(tmp_path):
+    """The thread, driven by the clock alone: a jump over five boundaries gives five markers,
+    one per period, however the thread was scheduled (the waits are hang guards)."""
+    config = _config(tmp_path, DPSYNTH_TICK_SECONDS="0.5")
+    sink, clock = MemorySink(), ManualClock(1000.2)
+    writer = _writer(config, sink, clock)
+    writer.start()
+    try:
+        writer.own([0])
+        _wait(lambda: len(sink.sent) == 1)
+        for _ in range(3):
+            clock.advance(0.5)
+        clock.advance(1.0)
+        _wait(lambda: len(sink.sent) == 6)
+    finally:
+        writer.stop()
+    assert [m.at_ms for _, m in _sent(sink)] == list(range(1_000_000, 1_003_000, 500))
+
+
+def _wait(condition, timeout_s=30.0):
+    deadline = time.monotonic() + timeout_s  # a hang guard, not a timing assertion
+    while not condition():
+        assert time.monotonic() < deadline, "hang guard"
+        time.sleep(0.005)

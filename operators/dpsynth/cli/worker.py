@@ -156,9 +156,11 @@ def run_worker(config: WorkerConfig) -> None:
     from faust.worker import Worker
 
     from dpsynth.stream.app import create_app
+    from dpsynth.stream.phases import phase
     from dpsynth.stream.runcheck import check_run_key
     from dpsynth.stream.topics import ensure_compacted
 
+    phase("connecting", f"broker {config.broker}")
     partitions = check_topics(config)
     config = with_input_partitions(config, partitions[config.input_topic])
     latest, state = config.latest_topic_name, config.state_topic_name
@@ -173,8 +175,12 @@ def run_worker(config: WorkerConfig) -> None:
     check_run_key(config.bootstrap_servers(), config.output_topic, config.run_id,
                   config.noise_key.fingerprint, records=config.key_check_records)
     bind_input(config)
+    phase("connected", f"topic partitions {partitions}; run id and key checked")
     lock = lock_data_dir(config)
+    phase("compiling kernels", "numba, cached on disk after the first start"
+          if config.engine == "points" else "none for the tabular engine")
     warm_up(config)
+    phase("kernels ready")
     app, _ = create_app(config, latest_partitions=partitions.get(latest or "", 1),
                         state_partitions=partitions.get(state or "", 1))
     log.info("dpsynth worker: %s; topic partitions %s", config.public_summary(), partitions)
@@ -203,6 +209,10 @@ def worker(config_file: str | None) -> None:
         logging.basicConfig(level=config.log_level.upper().replace("WARN", "WARNING")
                             .replace("CRIT", "CRITICAL"),
                             format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
+        from dpsynth.stream.phases import phase
+
+        phase("config checked", f"run {config.run_id!r}, input {config.input_topic!r}, "
+              f"engine {config.engine}")
         run_worker(config)
     except DpsynthError as e:
         raise StartError(str(e)) from None

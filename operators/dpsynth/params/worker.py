@@ -136,7 +136,7 @@ WORKER = [
     _t("release_max_record_bytes", "int", "Largest record of a release on the synthetic "
        "topic (releases are chunked).", low=1024, high=1_000_000, default=256_000),
     _t("session_timeout_s", "float", "The consumer group session timeout (within the "
-       "broker's group session range).", low=1.0, default=30.0),
+       "broker's group session range).", low=1.0, default=6.0),
     _t("max_batch_seconds", "float", "Longest batch (seconds between two polls) before the "
        "group takes the partitions away.", low=10.0, default=300.0),
     _t("max_input_message_bytes", "int", "Largest input message the consumer accepts.",

@@ -24,9 +24,11 @@ module               owns
 ``metrics``          Prometheus text exposition of the operator's counters
 ``crash``            ``DPSYNTH_CRASH_AT``: deterministic self-SIGKILL points for crash tests
 ``ticks``            tick markers: public time written into each input partition (P11)
+``ticker``           the tick marker writer: its own thread, producer and clock, every period
+``phases``           the start-up phase lines of the log, with seconds since the process start
 ``runcheck``         the key check at start: one run id, one noise key (P13)
 ``app``              the Faust app: topics, the agent (concurrency 1), rebalance hooks, /metrics,
-                     the tick-marker timer
+                     the tick-marker timer's life cycle
 ===================  =========================================================================
 
 The commands (``dpsynth worker``, ``produce``, ``consume``) are in :mod:`dpsynth.cli`, the

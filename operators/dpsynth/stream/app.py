@@ -16,9 +16,10 @@ form):
   (signals, graceful stop); its own Kafka consumer and producer are not started (no agent, no
   Faust tables, no changelog topics): state is our own RocksDB database per partition
   (:mod:`dpsynth.stream.store`);
-- the input thread writes one tick marker per owned input partition per
-  ``DPSYNTH_TICK_SECONDS`` (:mod:`dpsynth.stream.ticks`) into that partition: public time that
-  replays see too.
+- a thread of its own (:mod:`dpsynth.stream.ticker`, with its own idempotent producer) writes
+  one tick marker per owned input partition and ``DPSYNTH_TICK_SECONDS`` period
+  (:mod:`dpsynth.stream.ticks`) into that partition, every period, however long the input
+  thread's batches take: public time that replays see too.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import faust
 from faust.app.base import BootStrategy
@@ -46,22 +47,12 @@ from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.sink import KafkaSink, transactional_id
 from dpsynth.stream.sink import TransactionalSink as KafkaTransactionalSink
 from dpsynth.stream.store import PartitionStore
-from dpsynth.stream.ticks import MarkerKey, period_start_ms
+from dpsynth.stream.ticker import MarkerSink, MarkerWriter, TickClock
+from dpsynth.stream.ticks import MarkerKey
 
 __all__ = ["EXIT_FATAL", "Operator", "create_app"]
 
 log = logging.getLogger(__name__)
-
-
-class MarkerSink(Protocol):
-    """Where tick markers go (:class:`~dpsynth.stream.sink.KafkaSink`, outside transactions)."""
-
-    def send(self, topic: str, key: bytes, value: bytes | None,
-             partition: int | None = None) -> None:
-        """Queue one record."""
-
-    def flush(self) -> None:
-        """Wait until every queued record is delivered."""
 
 
 class Operator:
@@ -69,16 +60,16 @@ class Operator:
 
     Not thread-safe: every method runs in the input thread (:mod:`dpsynth.stream.intake`).
     ``sinks(partition)`` makes a partition's transactional producer (default: Kafka's, see
-    :mod:`dpsynth.stream.sink`); ``marker_sink`` writes the tick markers; ``latest_partitions``
-    is the latest view's partition count.
+    :mod:`dpsynth.stream.sink`); ``marker_sink`` receives the tick markers of its
+    :attr:`ticker` (``None`` when ``DPSYNTH_TICK_SECONDS`` is 0) on ``tick_clock``;
+    ``latest_partitions`` is the latest view's partition count.
     """
 
     def __init__(self, config: WorkerConfig, *,
                  sinks: Callable[[int], TransactionalSink] | None = None,
-                 marker_sink: MarkerSink | None = None, latest_partitions: int = 1,
-                 state_partitions: int = 1) -> None:
+                 marker_sink: MarkerSink | None = None, tick_clock: TickClock | None = None,
+                 latest_partitions: int = 1, state_partitions: int = 1) -> None:
         self.config = config
-        self.marker_sink = marker_sink or KafkaSink(config.bootstrap_servers())
         self.make_sink = sinks or self._kafka_sink
         self.latest_partitions = latest_partitions
         self.state_partitions = state_partitions
@@ -94,8 +85,14 @@ class Operator:
         self.replay = make_replay(config.bootstrap_servers(), config.input_topic)
         self.processors: dict[int, PartitionProcessor] = {}
         self.sinks: dict[int, TransactionalSink] = {}
-        self.markers = MarkerKey(config.noise_key.reveal(), config.run_id)
-        self.marker_sent: dict[int, int] = {}  # partition → period of the last marker written
+        self.ticker: MarkerWriter | None = None
+        if config.tick_seconds > 0:  # privacy: P11 (public time on its own timer)
+            self.ticker = MarkerWriter(
+                config.input_topic, config.tick_seconds,
+                MarkerKey(config.noise_key.reveal(), config.run_id),
+                marker_sink or KafkaSink(config.bootstrap_servers(),
+                                         client_id=f"dpsynth-{config.run_id}-ticks"),
+                clock=tick_clock, metrics=self.metrics)
         self.tick_seen: dict[int, tuple[int, float]] = {}  # partition → (ticks, when counted)
 
     def _kafka_sink(self, partition: int) -> TransactionalSink:
@@ -163,29 +160,6 @@ class Operator:
         return {partition: proc.commit(final=True)
                 for partition, proc in list(self.processors.items())}
 
-    def write_markers(self, now_s: float | None = None) -> None:
-        """One tick marker per owned input partition and period (privacy: P11).
-
-        The marker of the current period is written once per partition; a partition loaded
-        from state whose last applied marker is older gets it at once (a restart in the
-        middle of a period writes it again: the processor skips the second copy).
-        """
-        period = self.config.tick_seconds
-        if period <= 0:
-            return
-        at_ms = period_start_ms(time.time() if now_s is None else now_s, period)
-        written = False
-        for partition, proc in list(self.processors.items()):
-            if at_ms <= self.marker_sent.get(partition, proc.last_tick_ms):
-                continue
-            self.marker_sink.send(self.config.input_topic, b"dpsynth-tick",
-                                  self.markers.encode(partition, at_ms), partition=partition)
-            self.marker_sent[partition] = at_ms
-            self.metrics.inc("tick_markers_written", partition)
-            written = True
-        if written:
-            self.marker_sink.flush()
-
     def observe_ticks(self) -> None:
         """``dpsynth_tick_age_seconds``: time since each partition's last release."""
         now = time.monotonic()
@@ -197,7 +171,10 @@ class Operator:
             self.metrics.set("tick_age_seconds", partition, now - since)
 
     def assign(self, partitions: list[int]) -> None:
-        """Load the state of newly assigned partitions now (metrics show them at once)."""
+        """Start their tick markers, then load the state of newly assigned partitions now
+        (metrics show them at once)."""
+        if self.ticker is not None:
+            self.ticker.own(partitions)
         for partition in partitions:
             self.processor(partition)
 
@@ -207,9 +184,10 @@ class Operator:
         session) each first publishes and commits what it processed, so that the next owner
         need not replay it; a failure there loses nothing (the transaction aborts, the next
         owner reads the records again)."""
+        if self.ticker is not None:
+            self.ticker.disown(partitions)
         for partition in partitions:
             proc = self.processors.pop(partition, None)
-            self.marker_sent.pop(partition, None)
             self.tick_seen.pop(partition, None)
             if proc is not None:
                 if commit:
@@ -252,12 +230,19 @@ class InputService(Service):
         self.intake = intake
 
     async def on_start(self) -> None:
-        """Start the consumer thread."""
+        """Start the tick marker writer and the consumer thread."""
+        ticker = self.intake.operator.ticker
+        if ticker is not None:
+            ticker.start()
         self.intake.start()
 
     async def on_stop(self) -> None:
-        """Let the thread finish its batch, commit offsets and leave; then close the state."""
+        """Let the thread finish its batch, commit offsets and leave; stop the markers; then
+        close the state."""
         await asyncio.get_running_loop().run_in_executor(None, self.intake.stop)
+        ticker = self.intake.operator.ticker
+        if ticker is not None:
+            await asyncio.get_running_loop().run_in_executor(None, ticker.stop)
         self.intake.operator.close()
 
 

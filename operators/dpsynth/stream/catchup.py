@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dpsynth.stream.engines import check_bound, open_engine
+from dpsynth.stream.phases import phase
 
 if TYPE_CHECKING:
     from dpsynth.stream.processor import PartitionProcessor
@@ -83,8 +84,9 @@ def catch_up(self: PartitionProcessor, first: int) -> None:
         self.replaying = False
     self.published = max(self.published, first - 1)
     self.metrics.observe("replay_seconds", self.partition, time.perf_counter() - started)
-    log.info("partition %d: replayed %d messages; t=%d", self.partition, replayed,
-             self.synth.t)
+    phase(f"restoring partition {self.partition}",
+          f"{replayed} messages replayed from the input partition in "
+          f"{time.perf_counter() - started:.1f} s (t={self.synth.t})")
 
 def _feed_replayed(self: PartitionProcessor, batch: list[InputMessage]) -> int:
     self.metrics.inc("messages_replayed", self.partition, len(batch))

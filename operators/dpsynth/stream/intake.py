@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from dpsynth.errors import ConfigError
+from dpsynth.stream.phases import phase
 from dpsynth.stream.processor import InputMessage
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.sink import DeliveryError, MembershipLost
@@ -175,11 +176,11 @@ class InputLoop:
         c = self.config
         settings = consumer_config(c)
         instance = settings.get("group.instance.id")
-        log.info(
-            "joining consumer group %r for topic %r as %s (session timeout %g s): waiting for "
-            "the group coordinator to assign partitions", c.app_id, self.topic,
-            f"static member {instance!r}" if instance else "a dynamic member",
-            c.session_timeout_s)
+        phase("joining group",
+              f"{c.app_id!r} for topic {self.topic!r} as "
+              + (f"static member {instance!r}" if instance else "a dynamic member")
+              + f" (session timeout {c.session_timeout_s:g} s): waiting for the group "
+              "coordinator to assign partitions")
         self._waiting_since = time.monotonic()
         consumer = self._consumer = Consumer(settings)
         self.operator.group_metadata = consumer.consumer_group_metadata
@@ -207,7 +208,8 @@ class InputLoop:
         self._join()
 
     def _poll(self) -> None:
-        """One batch: consume, process, commit offsets, publish markers, observe."""
+        """One batch: consume, process, commit offsets, observe (tick markers are written by
+        their own thread, :mod:`dpsynth.stream.ticker`)."""
         c, consumer = self.config, self._consumer
         assert consumer is not None
         messages = consumer.consume(c.batch_max_events, timeout=c.batch_within_s)
@@ -215,7 +217,6 @@ class InputLoop:
         if messages:
             self._handle(messages)
         self.operator.checkpoint(idle=not messages)
-        self.operator.write_markers()
         self._observe(consumer)
         self._log_waiting()
 
@@ -256,10 +257,11 @@ class InputLoop:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         mine = sorted(tp.partition for tp in partitions if tp.topic == self.topic)
-        log.info("assigned partitions %s of %r after %.1f s; loading their state", mine,
-                 self.topic, time.monotonic() - self._waiting_since)
+        phase("partitions assigned", f"{mine} of {self.topic!r} after "
+              f"{time.monotonic() - self._waiting_since:.1f} s; loading their state")
         self.operator.assign(mine)
         self.operator.health.assigned(True)
+        phase("ready", f"partitions {sorted(self.operator.processors)} loaded; consuming")
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         mine = sorted(tp.partition for tp in partitions if tp.topic == self.topic)

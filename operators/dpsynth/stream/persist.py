@@ -24,6 +24,7 @@ from typing import Any
 from dpsynth.bounding import UserCounts
 from dpsynth.stream.changelog import Record, Restored, state_records
 from dpsynth.stream.metrics import Metrics
+from dpsynth.stream.phases import phase
 from dpsynth.stream.statelog import StateCommit, StateLog
 from dpsynth.stream.store import CommitStats, PartitionStore, StoredState
 
@@ -84,9 +85,10 @@ class PartitionState:
             self.metrics.inc("state_restores", self.partition)
             self.metrics.observe("state_restore_seconds", self.partition,
                                  time.perf_counter() - start)
-            log.info("partition %d: state restored from the state topic %s at watermark %d "
-                     "(%d records read in %.1f s)", self.partition, self.topic,
-                     restored.watermark, restored.records_read, time.perf_counter() - start)
+            phase(f"restoring partition {self.partition}",
+                  f"state restored from the state topic {self.topic} at watermark "
+                  f"{restored.watermark} ({restored.records_read} records, "
+                  f"{len(restored.snapshot)} bytes, in {time.perf_counter() - start:.1f} s)")
         return restored
 
     def _install(self, restored: Restored) -> None:

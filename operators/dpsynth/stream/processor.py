@@ -48,6 +48,7 @@ from dpsynth.stream.engines import Engine, check_bound, open_engine, public_conf
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.output import Output, Topics, TransactionalSink
 from dpsynth.stream.persist import PartitionState
+from dpsynth.stream.phases import phase
 from dpsynth.stream.points import points_records
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.store import PartitionStore
@@ -133,14 +134,15 @@ class PartitionProcessor:
     def _load(self) -> tuple[Engine, int, int]:
         stored = self.state.load()
         if stored is None:
-            log.info("partition %d: no local state; starting at t=0", self.partition)
+            phase(f"restoring partition {self.partition}", "no local state; starting at t=0")
             return open_engine(self.config, self.partition, None, self.store), -1, 0
         check_bound(self.config, self._public_config, stored.config, self.partition,
                     self.store.path)
         synth = open_engine(self.config, self.partition, stored.snapshot, self.store)
         self.last_tick_ms = stored.last_tick_ms
-        log.info("partition %d: state restored at t=%d, sequence %d, watermark offset %d",
-                 self.partition, synth.t, synth.sequence, stored.watermark)
+        phase(f"restoring partition {self.partition}",
+              f"state restored at t={synth.t}, sequence {synth.sequence}, watermark offset "
+              f"{stored.watermark} ({len(stored.snapshot)} bytes, from the local state)")
         return synth, stored.watermark, stored.latest_records
 
     # -- processing ------------------------------------------------------------------------
