@@ -121,7 +121,7 @@ def _leaf_frequency(schedule: str, notion: str, epsilon: float, records: int, st
             synth.step()
         engine = synth._mechanism
         tree = engine.blocks[-1] if step == 1 else engine.step_summaries[-1]
-        leaves += int(tree["depths"].max() == 0)
+        leaves += int(tree.depths.max() == 0)
     return leaves
 
 

@@ -20,6 +20,7 @@ from scipy import stats
 
 from dpsynth.online import refinement
 from dpsynth.online.guided import GuidedMechanism
+from dpsynth.online.summary import Summary
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.tree import route
 from tests.support.spies import after, decisions, draws
@@ -176,12 +177,12 @@ def test_P16_guided_leaf_noise_is_as_frequent_as_its_scale() -> None:
         assert int((z == 0).sum()) < _zeros_bound(z.size, p_zero), (kind, (z == 0).mean())
 
 
-def _leaf_noise(summary: dict, points: np.ndarray) -> np.ndarray:
+def _leaf_noise(summary: Summary, points: np.ndarray) -> np.ndarray:
     """A summary's noisy leaf counts minus the true counts of ``points`` in its leaves."""
     cells = route(points, depth=8)
-    depths = summary["depths"].astype(np.uint64)
-    starts = summary["prefixes"] << (np.uint64(8) - depths)
-    ends = (summary["prefixes"] + np.uint64(1)) << (np.uint64(8) - depths)
+    depths = summary.depths.astype(np.uint64)
+    starts = summary.prefixes << (np.uint64(8) - depths)
+    ends = (summary.prefixes + np.uint64(1)) << (np.uint64(8) - depths)
     true = ((cells[None, :] >= starts[:, None]) & (cells[None, :] < ends[:, None])).sum(axis=1)
     assert true.sum() == len(points)  # the leaves partition the cube
-    return summary["counts"] - true
+    return summary.counts - true

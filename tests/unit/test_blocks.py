@@ -203,9 +203,9 @@ def test_P9_a_record_added_to_one_step_changes_only_its_block() -> None:
     assert len(a) == len(b) == 3  # blocks 0, 1, 2 closed after 12 steps (block 3 open)
     for i in (0, 1):
         for field in ("depths", "prefixes", "counts"):
-            assert np.array_equal(a[i][field], b[i][field])
-    assert not np.array_equal(a[2]["counts"], b[2]["counts"]) or not np.array_equal(
-        a[2]["prefixes"], b[2]["prefixes"]) or a[2]["size"] != b[2]["size"]
+            assert np.array_equal(getattr(a[i], field), getattr(b[i], field))
+    assert not np.array_equal(a[2].counts, b[2].counts) or not np.array_equal(
+        a[2].prefixes, b[2].prefixes) or a[2].size != b[2].size
 
 
 def test_P9_run_command_refuses_add_remove(

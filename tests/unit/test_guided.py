@@ -139,7 +139,7 @@ def test_partitions_are_functions_of_released_summaries() -> None:
         epsilon = engine.budget.steps / len(node_levels(6))
         depths, prefixes = guided_partition(starts, density, depth, split_threshold(epsilon),
                                             1, engine.max_depth)
-        assert (depths == node["depths"]).all() and (prefixes == node["prefixes"]).all()
+        assert (depths == node.depths).all() and (prefixes == node.prefixes).all()
         checked += 1
     assert checked >= 1
 
@@ -149,9 +149,9 @@ def test_partitions_adapt_to_where_the_records_are() -> None:
     engine = _run(x, "replace", per_step=100)._mechanism
     last = engine.blocks[-1]
     near = route(np.array([[0.11]]), depth=engine.max_depth)[0]
-    holds = (near >> (engine.max_depth - last["depths"]).astype(np.uint64)) == last["prefixes"]
+    holds = (near >> (engine.max_depth - last.depths).astype(np.uint64)) == last.prefixes
     assert holds.sum() == 1
-    assert last["depths"][holds][0] >= last["depths"].min() + 4  # dense spot fine, rest coarse
+    assert last.depths[holds][0] >= last.depths.min() + 4  # dense spot fine, rest coarse
 
 
 # -- neighbours -------------------------------------------------------------------------------
@@ -175,16 +175,16 @@ def test_P16_a_record_added_to_one_step_moves_only_the_summaries_that_hold_it() 
     summaries += [(key, ea.nodes[key], eb.nodes[key]) for key in ea.nodes]  # block 5: steps 32+
     same_partition = 0
     for where, sa, sb in summaries:
-        same = (sa["depths"].shape == sb["depths"].shape and (sa["depths"] == sb["depths"]).all()
-                and (sa["prefixes"] == sb["prefixes"]).all())
+        same = (sa.depths.shape == sb.depths.shape and (sa.depths == sb.depths).all()
+                and (sa.prefixes == sb.prefixes).all())
         same_partition += same
         if same and where != 4:  # step 21 lies in block 4 (steps 16..31) only
-            assert (sa["counts"] == sb["counts"]).all(), where
+            assert (sa.counts == sb.counts).all(), where
         if same and where == 4:
-            assert (sb["counts"] - sa["counts"]).tolist().count(1) == 1  # one leaf, +1
-            assert np.abs(sb["counts"] - sa["counts"]).sum() == 1
+            assert (sb.counts - sa.counts).tolist().count(1) == 1  # one leaf, +1
+            assert np.abs(sb.counts - sa.counts).sum() == 1
     for i in range(4):  # blocks before step 21 cannot depend on it at all
-        assert ea.blocks[i]["counts"].tobytes() == eb.blocks[i]["counts"].tobytes()
+        assert ea.blocks[i].counts.tobytes() == eb.blocks[i].counts.tobytes()
     assert same_partition >= 8  # the comparison is not vacuous
 
 
@@ -276,12 +276,12 @@ def test_P16_at_large_epsilon_a_record_moves_only_its_own_path_of_the_refined_pa
     ea, eb = (s._mechanism for s in synths)
     for i in range(4):
         for field in ("depths", "prefixes", "counts"):
-            assert ea.blocks[i][field].tobytes() == eb.blocks[i][field].tobytes()
+            assert getattr(ea.blocks[i], field).tobytes() == getattr(eb.blocks[i], field).tobytes()
     top = ea.max_depth
     record = int(route(extra, depth=top)[0])
     leaves = [{(int(p) << (top - int(k)), int(p + 1) << (top - int(k))): int(c)
-               for k, p, c in zip(e.blocks[4]["depths"], e.blocks[4]["prefixes"],
-                                  e.blocks[4]["counts"], strict=True)} for e in (ea, eb)]
+               for k, p, c in zip(e.blocks[4].depths, e.blocks[4].prefixes,
+                                  e.blocks[4].counts, strict=True)} for e in (ea, eb)]
     moved = set(leaves[0]) ^ set(leaves[1])
     moved |= {cell for cell in set(leaves[0]) & set(leaves[1])
               if leaves[0][cell] != leaves[1][cell]}

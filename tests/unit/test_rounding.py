@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -15,6 +17,7 @@ from dpsynth.online.rounding import (
     sorted_union,
     systematic_runs,
 )
+from dpsynth.online.summary import Summary
 from tests.support.densities import random_density, random_morton_partition
 
 
@@ -79,8 +82,8 @@ def test_fold_spreads_each_leaf_like_the_reference_exactly_as_specified() -> Non
         reference = random_density(rng, depth)
         leaf_starts, leaf_density = random_density(rng, depth)
         leaf_depths = np.full(leaf_starts.size, depth, np.int64)
-        summary = {"depths": leaf_depths, "prefixes": leaf_starts.astype(np.uint64),
-                   "counts": leaf_density, "size": float(leaf_density.sum())}
+        summary = Summary(leaf_depths, leaf_starts.astype(np.uint64), leaf_density,
+                          float(leaf_density.sum()))
         got = fold_refined(shape, summary, depth, reference)
         want = _fold_reference(shape, *block_intervals(summary, depth), depth, reference)
         assert (got[0] == want[0]).all()
@@ -107,8 +110,10 @@ def test_mass_depth_of_integer_counts_matches_the_float_definition() -> None:
         n = int(rng.integers(1, 80))
         counts = rng.integers(-5, 50, n) * (rng.random(n) < 0.8)
         counts[rng.random(n) < 0.05] = int(rng.integers(1000, 10**6))
-        block = {"counts": counts, "depths": rng.integers(0, 30, n)}
-        assert mass_depth(block) == mass_depth({**block, "counts": counts.astype(np.float64)})
+        depths = rng.integers(0, 30, n)
+        cells = np.zeros(n, np.uint64)  # mass_depth reads depths and counts only
+        assert mass_depth(Summary(depths, cells, counts, 0.0)) == mass_depth(
+            Summary(depths, cells, counts.astype(np.float64), 0.0))
 
 
 def test_block_intervals_of_whole_counts_match_the_float_path() -> None:
@@ -118,9 +123,9 @@ def test_block_intervals_of_whole_counts_match_the_float_path() -> None:
     for _ in range(300):
         depths, prefixes = random_morton_partition(rng, 16)
         counts = rng.integers(-3, 40, depths.size)
-        block = {"depths": depths, "prefixes": prefixes, "counts": counts,
-                 "size": float(rng.uniform(-5, 500)), "floor": float(rng.choice([0.0, 1.0, 2.5]))}
+        block = Summary(depths, prefixes, counts, float(rng.uniform(-5, 500)),
+                        floor=float(rng.choice([0.0, 1.0, 2.5])))
         for depth in (int(depths.max()), int(rng.integers(0, 17))):
             got = block_intervals(block, depth)
-            want = block_intervals({**block, "counts": counts.astype(np.float64)}, depth)
+            want = block_intervals(replace(block, counts=counts.astype(np.float64)), depth)
             assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()

@@ -58,6 +58,7 @@ from dpsynth.online.rounding import (
     pooled_intervals,
 )
 from dpsynth.online.steps import StepMechanism, block_of
+from dpsynth.online.summary import Summary
 
 #: adaptive releases drop PrivTree leaves whose noisy count is at most this many noise scales:
 #: an empty leaf's clipped noise is phantom mass (≈ half a scale each, hundreds of leaves).
@@ -98,7 +99,7 @@ class AdaptiveMechanism(StepMechanism):
         super().__init__(d, budget, noise, context, max_depth)
         self.current_shape = current_shape
         self._open: list[CellIds] = []  # records of the open block's completed steps
-        self.step_summaries: list[dict[str, Any]] = []  # the open block's steps (ε_o each)
+        self.step_summaries: list[Summary] = []  # the open block's steps (ε_o each)
         self._blocks_depth = 0  # deepest mass depth of the blocks (a release cache)
         self._steps_depth = 0  # deepest mass depth of the step summaries (a release cache)
         self._folded: tuple[int, int, tuple[np.ndarray, np.ndarray]] | None = None  # cache
@@ -128,7 +129,7 @@ class AdaptiveMechanism(StepMechanism):
 
     # -- private quantities ------------------------------------------------------------------
 
-    def _summarise(self, b: int) -> dict[str, Any]:
+    def _summarise(self, b: int) -> Summary:
         size, size_var = self._open_size(b, 1 << b)
         context = (*self._context, "block", b)
         records = np.concatenate(self._open) if self._open else np.zeros(0, np.uint64)
@@ -136,7 +137,7 @@ class AdaptiveMechanism(StepMechanism):
         return self._block_histogram(cells, weights, size, size_var, context)
 
     def _block_histogram(self, cells: CellIds, weights: Counts, size: float, size_var: float,
-                         context: tuple[int | str, ...]) -> dict[str, Any]:
+                         context: tuple[int | str, ...]) -> Summary:
         """A completed block's PrivTree histogram (ε_s decisions, ε_c counts) and its size,
         pooled with the noisy leaf sum (post-processing)."""
         depths, prefixes, counts = privtree_histogram(
@@ -145,13 +146,13 @@ class AdaptiveMechanism(StepMechanism):
         )
         leaf_var = depths.size * discrete_laplace_variance(1.0 / self.budget.counts)
         size = self._pooled_size(size, size_var, float(counts.sum()), leaf_var)
-        return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size}
+        return Summary(depths, prefixes, counts, size)
 
     def _release_floor(self) -> float:
         """Leaves at most this high are dropped from releases (phantom mass)."""
         return LEAF_FLOOR_SCALES / self.budget.counts
 
-    def _summarise_step(self, records: list[CellIds]) -> dict[str, Any]:
+    def _summarise_step(self, records: list[CellIds]) -> Summary:
         """PrivTree histogram of one step's records at ε_o (30 % decisions, 70 % counts)."""
         cells, weights = np.unique(np.concatenate(records) if records else
                                    np.zeros(0, np.uint64), return_counts=True)
@@ -164,8 +165,7 @@ class AdaptiveMechanism(StepMechanism):
         floor = LEAF_FLOOR_SCALES / counts_eps
         kept = float(np.where(counts > floor, counts, 0).sum())
         size = float(weights.sum()) if self.budget.neighbours == "replace" else kept
-        return {"depths": depths, "prefixes": prefixes, "counts": counts, "size": size,
-                "floor": floor}
+        return Summary(depths, prefixes, counts, size, floor=floor)
 
     # -- release ------------------------------------------------------------------------------
 
@@ -232,8 +232,8 @@ class AdaptiveMechanism(StepMechanism):
         records = np.concatenate(self._open) if self._open else np.zeros(0, np.uint64)
         return {"step": self.step, "pending": pending, "open": records,
                 "step_counts": list(self._step_counts),
-                "blocks": [dict(blk) for blk in self.blocks],
-                "step_summaries": [dict(blk) for blk in self.step_summaries]}
+                "blocks": [blk.to_state() for blk in self.blocks],
+                "step_summaries": [blk.to_state() for blk in self.step_summaries]}
 
     def load_block_state(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`block_state`."""
@@ -242,8 +242,9 @@ class AdaptiveMechanism(StepMechanism):
         self._open = [state["open"]] if state["open"].size else []
         self._masses = None
         self._step_counts = [int(c) for c in state["step_counts"]]
-        self.blocks = [dict(blk) for blk in state["blocks"]]
-        self.step_summaries = [dict(blk) for blk in state.get("step_summaries", [])]
+        self.blocks = [Summary.from_state(blk) for blk in state["blocks"]]
+        self.step_summaries = [Summary.from_state(blk)
+                               for blk in state.get("step_summaries", [])]
         self._blocks_depth = max([mass_depth(blk) for blk in self.blocks], default=0)
         self._steps_depth = max([mass_depth(blk) for blk in self.step_summaries], default=0)
         self._folded = None
@@ -253,5 +254,5 @@ class AdaptiveMechanism(StepMechanism):
         """Bytes held: the open block's histogram and the completed blocks' leaves."""
         held = sum(a.nbytes for a in self._open)
         summaries = self.blocks + self.step_summaries
-        return held + sum(blk["depths"].nbytes * 3 for blk in summaries)
+        return held + sum(blk.nbytes for blk in summaries)
 

@@ -67,6 +67,7 @@ from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.refinement import refined_partition
 from dpsynth.online.rounding import Floats, block_intervals, mass_depth, union_grid
 from dpsynth.online.steps import StepMechanism, block_of
+from dpsynth.online.summary import Summary
 
 #: A node of level l holds 8^l steps.
 TIME_FANOUT_BITS = 3
@@ -186,12 +187,12 @@ class GuidedMechanism(StepMechanism):
                  context: tuple[int | str, ...], max_depth: int) -> None:
         super().__init__(d, budget, noise, context, max_depth)
         self._step_records: list[CellIds] = []  # the open block's completed steps
-        self.nodes: dict[tuple[int, int], dict[str, Any]] = {}  # open block: (level, index)
-        self._recent: dict[str, Any] | None = None  # the latest step summary: a step's guide
+        self.nodes: dict[tuple[int, int], Summary] = {}  # open block: (level, index)
+        self._recent: Summary | None = None  # the latest step summary: a step's guide
         self._blocks_depth = 0  # deepest mass depth of the blocks (a release cache)
-        #: release cache of released summaries' intervals and mass depths, keyed by (id, depth):
-        #: emptied at each block's end and on restore
-        self._released_cache: dict[tuple[int, int], Any] = {}
+        #: the closed blocks' stacked intervals per depth (a release cache: emptied at each
+        #: block's end, with the blocks' own derived values, and on restore)
+        self._closed_cache: dict[int, Any] = {}
         self._floor_scales = LEAF_FLOOR_SCALES[0 if d == 1 else 1]
         self.params = {"size": budget.size, "counts": budget.counts, "steps": budget.steps,
                        "time_fanout": 1 << TIME_FANOUT_BITS, "split_threshold": SPLIT_THRESHOLD,
@@ -219,9 +220,9 @@ class GuidedMechanism(StepMechanism):
             self.blocks.append(self._summarise_block(b, len(levels)))
             self._blocks_depth = max(self._blocks_depth, mass_depth(self.blocks[-1]))
             self._step_records, self._step_counts, self.nodes = [], [], {}
-            self._released_cache = {}
+            self._forget_derived()
 
-    def _cover(self, b: int, position: int) -> list[dict[str, Any]]:
+    def _cover(self, b: int, position: int) -> list[Summary]:
         """Block b's nodes covering its first ``position`` steps (base-8 digits)."""
         out, start = [], 0
         for level in reversed(node_levels(b)):
@@ -233,7 +234,7 @@ class GuidedMechanism(StepMechanism):
 
     # -- private summaries -------------------------------------------------------------------
 
-    def _summarise_node(self, b: int, level: int, index: int, position: int) -> dict[str, Any]:
+    def _summarise_node(self, b: int, level: int, index: int, position: int) -> Summary:
         width = 1 << (TIME_FANOUT_BITS * level)
         records = np.concatenate(self._step_records[position - width:position])
         if level == 0:
@@ -248,7 +249,7 @@ class GuidedMechanism(StepMechanism):
             self._recent = summary
         return summary
 
-    def _summarise_block(self, b: int, levels: int) -> dict[str, Any]:
+    def _summarise_block(self, b: int, levels: int) -> Summary:
         records = np.concatenate(self._step_records)
         length = 1 << b
         guides = self._cover(b, length) if levels else (
@@ -257,14 +258,14 @@ class GuidedMechanism(StepMechanism):
         size, size_var = self._open_size(b, length)  # released: may guide (block 0)
         summary = self._histogram(records, guides, epsilon, (*self._context, "block", b),
                                   max(size, 0.0))
-        leaf_var = summary["depths"].size * discrete_laplace_variance(summary["scale"])
-        summary["size"] = self._pooled_size(size, size_var, summary["size"], leaf_var)
+        leaf_var = self._leaf_variance(summary)
+        summary.size = self._pooled_size(size, size_var, summary.size, leaf_var)
         if not levels:
             self._recent = summary
         return summary
 
-    def _histogram(self, records: CellIds, guides: list[dict[str, Any]], epsilon: float,
-                   context: tuple[int | str, ...], expected: float = 0.0) -> dict[str, Any]:
+    def _histogram(self, records: CellIds, guides: list[Summary], epsilon: float,
+                   context: tuple[int | str, ...], expected: float = 0.0) -> Summary:
         """Noisy leaf counts at ``epsilon`` on the partition the guides choose, refined at
         large ``epsilon`` by a PrivTree paid from it (privacy: P16); without guides, a uniform
         guide of the public size or of ``expected`` (a released noisy size)."""
@@ -295,9 +296,8 @@ class GuidedMechanism(StepMechanism):
                  self_empty(depths, prefixes, counts, epsilon, self.max_depth))
         counts = floored_counts(counts, empty, epsilon, floor)
         kept = float(np.where(counts > floor, counts, 0).sum())
-        return {"depths": depths, "prefixes": prefixes, "counts": counts,
-                "size": public if public is not None else kept, "floor": floor,
-                "scale": 1.0 / epsilon}
+        return Summary(depths, prefixes, counts, public if public is not None else kept,
+                       floor=floor, scale=1.0 / epsilon)
 
     # -- release ------------------------------------------------------------------------------
 
@@ -307,16 +307,15 @@ class GuidedMechanism(StepMechanism):
         cover = self._cover(b, steps)
         if size_var <= 0 or not cover:
             return size
-        leaf_var = sum(self._cached(s, -2, lambda s=s: s["depths"].size *
-                                    discrete_laplace_variance(s["scale"])) for s in cover)
-        return self._pooled_size(size, size_var, sum(float(s["size"]) for s in cover), leaf_var)
+        leaf_var = sum(self._leaf_variance(s) for s in cover)
+        return self._pooled_size(size, size_var, sum(float(s.size) for s in cover), leaf_var)
 
     def _leaf_counts(self, total: int, open_size: float,
                      placement_seed: bytes) -> LeafCounts:
         """Closed blocks plus the open block's cover (scaled to ``open_size``), one EM step,
         rounded to ``total`` (module docstring; post-processing)."""
         cover = self._cover(block_of(self.step + 1), len(self._step_counts))
-        cover_size = sum(float(s["size"]) for s in cover)
+        cover_size = sum(float(s.size) for s in cover)
         scale = open_size / cover_size if cover_size > 0 else 1.0
         if not (self.blocks or cover) or total == 0:
             return LeafCounts(total, 0, np.array([total], np.int64))
@@ -324,14 +323,13 @@ class GuidedMechanism(StepMechanism):
                                                                 for s in cover]))
         # the closed blocks (stacked once per depth: they change only at a block's end), then
         # each covering node scaled to the open block's size estimate (its share of it)
-        closed = self._cached(self.blocks, depth, lambda: stacked_parts(
-            [self._intervals(blk, depth) for blk in self.blocks])) if self.blocks else None
+        closed = self._closed_parts(depth) if self.blocks else None
         parts = [self._intervals(s, depth) for s in cover]
         starts, density = em_density(parts, depth, closed, scale)  # one EM step (docstring)
         widths = np.diff(np.concatenate([starts, [1 << depth]]))
         return self._rounded(starts, widths, density, depth, total, placement_seed)
 
-    def _pooled(self, guides: list[dict[str, Any]]
+    def _pooled(self, guides: list[Summary]
                 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         """(D, union starts, widths, summed density) of released summaries:
         :func:`~dpsynth.online.rounding.pooled_intervals`, from the cached intervals."""
@@ -341,25 +339,37 @@ class GuidedMechanism(StepMechanism):
         # a sum of arrays is an array (sum's 0 is for an empty list; guides is never empty)
         return depth, starts, widths, sum(densities)  # type: ignore[return-value]
 
-    def _cached(self, summary: Any, depth: int, compute: Any) -> Any:
-        """``compute()`` for a released summary (or the list of closed blocks), once per depth
-        (−1: its mass depth, −2: its leaf noise variance). The summary is held with the value,
-        so its id is not reused while cached; the cache is emptied at each block's end (and on
-        restore), as summaries never change once released and the closed blocks change only
-        then."""
-        key = (id(summary), depth)
-        held = self._released_cache.get(key)
-        if held is None:
-            held = self._released_cache[key] = (summary, compute())
-        return held[1]
+    def _closed_parts(self, depth: int) -> Any:
+        """The closed blocks' intervals at ``depth``, stacked once per depth (they change only
+        at a block's end)."""
+        if depth not in self._closed_cache:
+            self._closed_cache[depth] = stacked_parts(
+                [self._intervals(blk, depth) for blk in self.blocks])
+        return self._closed_cache[depth]
 
-    def _mass_depth(self, summary: dict[str, Any]) -> int:
+    def _forget_derived(self) -> None:
+        """Empty the release caches (a block's end, a restore): the new depth needs others."""
+        self._closed_cache = {}
+        for summary in self.blocks:
+            summary.forget_derived()
+
+    @staticmethod
+    def _leaf_variance(summary: Summary) -> float:
+        """The variance of a summary's leaf sum: leaves × Var Lap_Z(scale) (cached)."""
+        assert summary.scale is not None  # guided's summaries record their scale
+        scale = summary.scale
+        return summary.derived("leaf variance", lambda: summary.leaves *
+                               discrete_laplace_variance(scale))
+
+    @staticmethod
+    def _mass_depth(summary: Summary) -> int:
         """:func:`mass_depth` of a released summary (cached)."""
-        return self._cached(summary, -1, lambda: mass_depth(summary))
+        return summary.derived("mass depth", lambda: mass_depth(summary))
 
-    def _intervals(self, summary: dict[str, Any], depth: int) -> tuple[np.ndarray, np.ndarray]:
+    @staticmethod
+    def _intervals(summary: Summary, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """:func:`block_intervals` of a released summary at ``depth`` (cached)."""
-        return self._cached(summary, depth, lambda: block_intervals(summary, depth))
+        return summary.derived(depth, lambda: block_intervals(summary, depth))
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -368,10 +378,10 @@ class GuidedMechanism(StepMechanism):
         pending = np.concatenate(self._pending) if self._pending else np.zeros(0, np.uint64)
         return {"step": self.step, "pending": pending,
                 "step_records": [a.copy() for a in self._step_records],
-                "blocks": [dict(blk) for blk in self.blocks],
-                "nodes": [{"level": level, "index": index, **summary}
+                "blocks": [blk.to_state() for blk in self.blocks],
+                "nodes": [{"level": level, "index": index, **summary.to_state()}
                           for (level, index), summary in self.nodes.items()],
-                "recent": None if self._recent is None else dict(self._recent)}
+                "recent": None if self._recent is None else self._recent.to_state()}
 
     def load_block_state(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`block_state`."""
@@ -379,18 +389,16 @@ class GuidedMechanism(StepMechanism):
         self._pending = [state["pending"]] if state["pending"].size else []
         self._step_records = [np.asarray(a, np.uint64) for a in state["step_records"]]
         self._step_counts = [int(a.size) for a in self._step_records]
-        self.blocks = [dict(blk) for blk in state["blocks"]]
-        self.nodes = {}
-        for entry in state["nodes"]:
-            summary = dict(entry)
-            self.nodes[(int(summary.pop("level")), int(summary.pop("index")))] = summary
-        self._recent = None if state["recent"] is None else dict(state["recent"])
+        self.blocks = [Summary.from_state(blk) for blk in state["blocks"]]
+        self.nodes = {(int(entry["level"]), int(entry["index"])): Summary.from_state(entry)
+                      for entry in state["nodes"]}
+        self._recent = None if state["recent"] is None else Summary.from_state(state["recent"])
         self._blocks_depth = max([mass_depth(blk) for blk in self.blocks], default=0)
-        self._released_cache = {}
+        self._closed_cache = {}
 
     @property
     def nbytes(self) -> int:
         """Bytes held: the open block's records and every summary's leaves."""
         held = sum(a.nbytes for a in self._step_records)
         summaries = self.blocks + list(self.nodes.values())
-        return held + sum(s["depths"].nbytes * 3 for s in summaries)
+        return held + sum(s.nbytes for s in summaries)

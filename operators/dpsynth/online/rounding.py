@@ -8,7 +8,6 @@ density is rounded to integer cell counts by systematic sampling with a *public*
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 from numba import njit
@@ -16,6 +15,7 @@ from numpy.typing import NDArray
 
 from dpsynth._types import CellIds, Counts
 from dpsynth.noise import KeyedNoise
+from dpsynth.online.summary import Summary
 
 Floats = NDArray[np.float64]
 
@@ -151,18 +151,18 @@ def _marked(values: Counts) -> Counts:
     return np.flatnonzero(seen).astype(np.int64)
 
 
-def block_intervals(block: dict[str, Any], depth: int,
+def block_intervals(block: Summary, depth: int,
                      floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """A block's leaves as sorted Morton interval starts at ``depth`` and per-cell densities.
 
     Leaves deeper than ``depth`` (stragglers, :func:`mass_depth`) are merged into their
     depth-``depth`` ancestor, their mass spread over it.
     """
-    raw = block["counts"]
-    floor = float(block.get("floor", floor))  # step summaries carry their own noise floor
-    depths = np.asarray(block["depths"], np.int64)
-    prefixes = np.asarray(block["prefixes"], np.uint64)
-    size = max(float(block["size"]), 0.0)
+    raw = block.counts
+    floor = float(block.floor if block.floor is not None else floor)  # a summary's own floor
+    depths = np.asarray(block.depths, np.int64)
+    prefixes = np.asarray(block.prefixes, np.uint64)
+    size = max(float(block.size), 0.0)
     starts, increasing = _leaf_starts(depths, prefixes, depth)
     if increasing and raw.dtype == np.int64:  # whole counts: exact sums, so one compiled pass
         return starts, _whole_densities(raw, floor, size, starts, depth)
@@ -212,7 +212,7 @@ def _whole_densities(raw: Counts, floor: float, size: float, starts: Counts,
     return counts
 
 
-def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
+def mass_depth(block: Summary, share: float = 1e-3) -> int:
     """The smallest depth below which the block's leaves hold at most ``share`` of its mass.
 
     PrivTree leaves far below the data are stragglers of empty regions whose counts are
@@ -220,14 +220,14 @@ def mass_depth(block: dict[str, Any], share: float = 1e-3) -> int:
     a stray deep leaf does not force a 2^20-cell release. Leaves with real mass (a dense venue)
     hold far more than 0.1 % and keep their depth.
     """
-    counts = np.asarray(block["counts"])
+    counts = np.asarray(block.counts)
     if counts.dtype.kind in "iu":  # whole counts: exact sums in one compiled pass
-        return int(_integer_mass_depth(counts.astype(np.int64), block["depths"], share))
+        return int(_integer_mass_depth(counts.astype(np.int64), block.depths, share))
     mass = np.maximum(counts, 0).astype(np.float64)
     total = mass.sum()
     if total <= 0:
         return 0
-    by_depth = np.bincount(block["depths"], weights=mass)
+    by_depth = np.bincount(block.depths, weights=mass)
     deeper = total - np.cumsum(by_depth)  # mass strictly below each depth
     return int(np.flatnonzero(deeper <= share * total)[0])
 
@@ -252,7 +252,7 @@ def _integer_mass_depth(counts: Counts, depths: Counts, share: float) -> int:
 
 
 def pooled_intervals(
-    blocks: list[dict[str, Any]], max_depth: int, floor: float = 0.0, depth: int | None = None
+    blocks: list[Summary], max_depth: int, floor: float = 0.0, depth: int | None = None
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(D, union interval starts, widths, pooled density, last block's density) at depth D (by
     default the deepest :func:`mass_depth`, at most ``max_depth``).
@@ -285,7 +285,7 @@ def density_at(starts: np.ndarray, density: np.ndarray, grid: np.ndarray) -> np.
     return density[np.searchsorted(starts, grid, side="right") - 1]
 
 
-def fold_refined(shape: tuple[np.ndarray, np.ndarray], summary: dict[str, Any], depth: int,
+def fold_refined(shape: tuple[np.ndarray, np.ndarray], summary: Summary, depth: int,
                  reference: tuple[np.ndarray, np.ndarray],
                  floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Add one summary to an accumulated shape (interval starts, density at ``depth``): each

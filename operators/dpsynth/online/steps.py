@@ -22,6 +22,7 @@ from dpsynth._types import CellIds, LeafCounts
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.online.block_budget import BlockBudget
 from dpsynth.online.rounding import round_density
+from dpsynth.online.summary import Summary
 
 
 def block_of(step: int) -> int:
@@ -55,7 +56,7 @@ class StepMechanism:
         self.step = 0  # completed steps
         self._pending: list[CellIds] = []  # records of the open step
         self._step_counts: list[int] = []  # open block: true count of each completed step
-        self.blocks: list[dict[str, Any]] = []  # completed blocks: leaves and size estimate
+        self.blocks: list[Summary] = []  # completed blocks: leaves and size estimate
         self.worst_case_loss = budget.worst_case_loss
 
     # -- the mechanism protocol (dpsynth.online.mechanism) -------------------------------------
@@ -83,7 +84,7 @@ class StepMechanism:
     @property
     def n_cells(self) -> int:
         """Leaves of the completed blocks."""
-        return sum(int(b["depths"].size) for b in self.blocks)
+        return sum(b.leaves for b in self.blocks)
 
     def state(self) -> dict[str, Any]:
         """Snapshot entries: the engine under ``blocks``."""
@@ -149,7 +150,7 @@ class StepMechanism:
         open_size = self._open_estimate(b, len(self._step_counts))
         total = records
         if self.budget.neighbours == "add_remove":  # the count is private: a noisy size
-            estimate = sum(float(blk["size"]) for blk in self.blocks) + open_size
+            estimate = sum(float(blk.size) for blk in self.blocks) + open_size
             total = max(int(round(estimate)), 0)  # privacy: P9
         return self._leaf_counts(total, max(open_size, 0.0), placement_seed)
 
