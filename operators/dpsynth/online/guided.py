@@ -1,6 +1,7 @@
 """Guided step blocks: octal time nodes and partitions chosen from released summaries (issue 14).
 
-Layer: core. The default for every d (``mechanism="auto"``; docs/benchmarks.md §13). Time is
+Layer: core. The default for every d (``mechanism="auto"``; docs/benchmarks.md, "Accuracy of the
+default"). Time is
 public steps in doubling blocks, as for ``adaptive`` (:mod:`dpsynth.online.steps`); what differs
 is how a block's records are summarised while it is open and when it closes:
 
@@ -11,13 +12,13 @@ is how a block's records are summarised while it is open and when it closes:
   summarised at ε_top. The open block's prefix of k steps is covered by at most 7 nodes per
   level (k written in base 8), so a release sums O(log k) summaries instead of k step
   summaries, and the large nodes see enough records to resolve fine structure. A Binary
-  Mechanism (binary digits, budget split over ⌈log2⌉ heights) was measured worse: its nodes get
-  a third of this budget at the sizes that matter.
+  Mechanism (binary digits, budget split over ⌈log2⌉ heights) gives each node less of the
+  budget at the sizes that matter (docs/benchmarks.md, "How the defaults were tuned").
 * **Guided partitions, no structure budget.** Every summary is a flat histogram: noisy counts
   c(leaf) + Lap_Z(1/ε) on a partition into Morton cells. The partition is a deterministic
   function of summaries *already released* — the node's children (level l − 1) for a node, its
   cover for the block, the latest step summary for a step — so it costs no budget
-  (post-processing; PrivTree's decisions cost ε_s, 27–45 % of a block's budget). A cell v of
+  (post-processing; PrivTree's decisions cost ε_s, a share of a block's budget). A cell v of
   depth k is split while its guide mass m(v) times its ℓ∞ diameter D_k = 2^−⌊k/d⌋ exceeds
   θ·E|Lap_Z(1/ε)| (≈ θ/ε; → 0 at large ε, :func:`split_threshold`): m·D bounds the tree-W1
   cost of spreading v's records uniformly over v, and E|noise| ≈ 1/ε is the
@@ -25,9 +26,10 @@ is how a block's records are summarised while it is open and when it closes:
   noisy count still measures what arrived there; the next summaries split it.
 * **Paid refinement at large ε** (:mod:`dpsynth.online.refinement`). Released summaries cannot
   locate records fresh to them (each time level refines a record's leaf by three depths; block
-  0 has no guide), which held d = 1 at 17–162× offline PMM at ε = 10⁴. A summary whose own ε is
-  at least 32 spends half of it on PrivTree decisions over its records and counts the common
-  refinement of both partitions at the rest: 1.00× PMM at ε = 10⁴, d = 1, 2, 3. Every summary
+  0 has no guide), which caps the error far above the tree's resolution at large ε. A summary
+  whose own ε is at least 32 spends half of it on PrivTree decisions over its records and counts
+  the common refinement of both partitions at the rest (docs/benchmarks.md, "Accuracy by
+  mechanism"). Every summary
   at a per-record ε ≤ 16 is below 32, so those releases are unchanged.
 * **Release** (post-processing, P6): the completed blocks and the open block's cover, each
   clipped at a floor of one noise scale (d = 1) or two (d ≥ 2) — higher where the summary's guide
@@ -72,21 +74,21 @@ from dpsynth.online.summary import Summary
 #: A node of level l holds 8^l steps.
 TIME_FANOUT_BITS = 3
 #: θ: a cell is split while guide mass × ℓ∞ diameter > θ·E|leaf noise| (≈ θ/ε; tuned on the
-#: moving blob, uniform data and Gowalla, docs/benchmarks.md §13).
+#: moving blob, uniform data and Gowalla: docs/benchmarks.md, "How the defaults were tuned").
 SPLIT_THRESHOLD = 0.5
 #: A cell whose guide mass is below a quarter of a record is not split, whatever ε: at large ε
 #: the leaf noise cost → 0 (:func:`split_threshold`) and the uniform prior would otherwise split
 #: the whole cube to ``max_depth`` (split cells of one depth are disjoint, so at most 8 leaves per
-#: record of guide mass at each depth; one record held d = 2 at ε = 10³, t = 2000 to 8.5×
-#: offline PMM, a quarter within 4×).
+#: record of guide mass at each depth; a threshold of one record held the error far above
+#: PMM's at large ε).
 MIN_SPLIT_MASS = 0.25
 #: Share of a guide's mass added uniformly before a partition is chosen (consistency under drift).
 UNIFORM_PRIOR = 0.03
 #: Leaves whose noisy count is at most this many noise scales are dropped, for d = 1 and for
 #: d ≥ 2: an empty leaf's clipped noise is phantom mass spread over its cell, which pulls a release
-#: toward the cube's centre where cells are many (d = 2, ε = 1, t = 4000: a mean bias of 0.006 at
-#: one scale, 0.004 at two); at d = 1 the bias is nil at one scale and two cost 3 % in W1 on the
-#: tuning streams (docs/benchmarks.md §13).
+#: toward the cube's centre where cells are many (two scales pull less than one at d ≥ 2; at
+#: d = 1 one scale has no bias and two cost accuracy: docs/benchmarks.md, "How the defaults were
+#: tuned").
 LEAF_FLOOR_SCALES = (1.0, 2.0)
 
 

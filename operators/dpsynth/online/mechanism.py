@@ -40,11 +40,12 @@ from dpsynth.online.guided import GuidedMechanism
 from dpsynth.online.paper import PaperMechanism
 from dpsynth.params import check_library
 
-#: ``mechanism="auto"``: the measured winner (docs/benchmarks.md §13), under both notions and for
+#: ``mechanism="auto"``: the measured winner (docs/benchmarks.md, "Accuracy by mechanism"), under
+#: both notions and for
 #: every d — guided below a per-record ε of :data:`AUTO_ADAPTIVE_FROM` (adaptive's open block,
 #: seen one step at a time, stops improving with t on drifting streams), adaptive from it on
-#: (both are 1.00× offline PMM there — guided since its summaries pay for PrivTree refinement
-#: from a summary ε of 32 — and adaptive runs about 1.8× faster at d = 1).
+#: (both reach offline PMM's error there — guided since its summaries pay for PrivTree
+#: refinement from a summary ε of 32 — and adaptive runs faster at d = 1).
 AUTO = "auto"
 #: The per-record ε from which ``auto`` is adaptive (public: the configuration decides it).
 AUTO_ADAPTIVE_FROM = 1000.0
@@ -178,8 +179,8 @@ def _paper(a: MechanismArgs) -> Mechanism:
         raise ConfigError(
             f"mechanism='paper' runs up to a per-record ε of {PAPER_MAX_EPSILON:g} (here "
             f"{a.epsilon:g}): HVZ Alg 1 opens 2^j cells at t_j = 2^j/ε, so above it every record "
-            "pays for cells down to the tree's depth; use mechanism='auto' (1.00× offline PMM "
-            "at large ε), or a smaller ε to reproduce the paper")
+            "pays for cells down to the tree's depth; use mechanism='auto' (offline PMM's "
+            "error at large ε), or a smaller ε to reproduce the paper")
     schedule = a.schedule
     if schedule is None:
         schedule = paper_schedule(a.d, a.epsilon)
