@@ -37,6 +37,7 @@ from dpsynth.errors import ConfigError
 from dpsynth.noise import _kernels
 from dpsynth.noise._kernels import Words
 from dpsynth.noise.samplers import TWO_53, effective_scale, geometric_from_uniform
+from dpsynth.noise.sparse import nonzero_draws
 
 Context = tuple[int | str, ...]
 
@@ -217,6 +218,16 @@ class KeyedNoise:
             out,
         )
         return out
+
+    def discrete_laplace_nonzero(self, scale: float, context: Sequence[int | str],
+                                 size: int) -> tuple[Counts, Counts]:
+        """(positions ascending, values) of the nonzero draws among ``size`` iid exact
+        Lap_Z(scale): the same joint distribution as ``size`` dense draws, at a cost of the
+        nonzero ones (:mod:`dpsynth.noise.sparse`; privacy: P2c). Addresses: (context, j, 0|1)
+        for the j-th nonzero draw, so ``context`` must be used for nothing else."""
+        if size < 0:
+            raise ValueError("size must be non-negative")
+        return nonzero_draws(self.subkey(context), scale, int(size))
 
     # -- geometric -------------------------------------------------------------------------
 

@@ -38,11 +38,15 @@ from numpy.typing import NDArray
 from dpsynth._types import CellIds, Counts
 from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise, discrete_laplace_draw, effective_scale
+from dpsynth.noise.sparse import nonzero_share
 
 #: Counts, θ and δ are compared in units of 1/GRID.
 GRID = 64
 #: Beyond this many noise scales above θ a node's decision loss is below e^-60 (ignored).
 _TAIL_SCALES = 60
+#: Leaf counts draw only their nonzero noise where P(Lap_Z ≠ 0) is at most this (ε_c ≳ 2.1):
+#: one draw per nonzero value instead of one per leaf, the same distribution (P2c).
+NONZERO_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -350,8 +354,18 @@ def _records_per_leaf(records: CellIds, depths: Counts, prefixes: CellIds,
 
 def _with_leaf_noise(true: Counts, depths: np.ndarray, prefixes: CellIds, epsilon: float,
                      noise: KeyedNoise, context: Sequence[int | str]) -> Counts:
-    """true + Lap_Z(1/ε_c), one draw per leaf addressed by (context + ("leaf",), prefix, depth)."""
-    return true + noise.discrete_laplace_at(1.0 / epsilon, (*context, "leaf"), prefixes,
+    """true + Lap_Z(1/ε_c): one draw per leaf addressed by (context + ("leaf",), prefix, depth),
+    or, where P(Lap_Z ≠ 0) ≤ :data:`NONZERO_SHARE` (a function of ε_c only), the nonzero
+    draws of the leaves in their order, at (context + ("leaf", "nonzero"), j, ·): the same
+    distribution (privacy: P2c) at a cost of the nonzero draws."""
+    scale = 1.0 / epsilon
+    if nonzero_share(scale) <= NONZERO_SHARE:
+        positions, values = noise.discrete_laplace_nonzero(scale, (*context, "leaf", "nonzero"),
+                                                           true.size)
+        out = np.array(true, np.int64)
+        out[positions] += values
+        return out
+    return true + noise.discrete_laplace_at(scale, (*context, "leaf"), prefixes,
                                             depths.astype(np.uint64))
 
 

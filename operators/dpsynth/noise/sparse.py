@@ -1,0 +1,159 @@
+"""The nonzero draws of many iid discrete Laplace variables, exactly, at a cost of the nonzero.
+
+Layer: core (privacy: P2c). At a large ε almost every draw of Lap_Z(σ) is 0 — P(Z ≠ 0) =
+π = 2p/(1+p), p = e^{−1/σ}, is 4·10⁻⁹ at σ = 1/20 — so drawing every leaf of a fine histogram
+spends almost all of its time producing zeros. :func:`nonzero_draws` returns, for ``size``
+iid draws Z_0 … Z_{size−1}, the positions i with Z_i ≠ 0 and their values, with exactly the
+joint distribution of drawing them all:
+
+* the positions are a Bernoulli(π) process: the number of zeros before the next nonzero draw is
+  geometric, P(gap ≥ g) = (1 − π)^g, sampled by inversion, gap = ⌊ln U / ln(1 − π)⌋, of a
+  uniform U whose bits are read from the keyed stream as far as needed (below);
+* each value, given that it is nonzero, is ±(1 + Y) with a fair sign and Y exact geometric,
+  P(Y = y) ∝ p^y (Canonne, Kamath and Steinke 2020, Alg 2 before its sign): P(|Z| = 1 + y |
+  Z ≠ 0) = 2p^{1+y} / (2p/(1 − p)) = (1 − p)p^y.
+
+Because this is the same distribution, every privacy statement made for the dense draws holds
+unchanged (a mechanism is a distribution over outputs); only which keystream words are read
+differs, so releases keep their distribution and change their bytes.
+
+**Exact inversion.** The gap is an integer floor of a real ratio. U is an infinite sequence of
+fair bits: its first 64 are two keystream words; the double-precision path brackets U by its
+first 53 bits and ln|ln(1 − π)| by bounds computed here, widens every libm result by a relative
+margin of 10⁻¹² (libm errs below 2^−52), and decides only when the whole bracket has one
+floor. Otherwise (about once in 10¹¹ gaps) :func:`exact_gap` decides in decimal interval
+arithmetic — directed rounding for +, −, ×, ÷; exp and ln correctly rounded and widened by one
+ulp — reading 64 more bits of U per round and doubling the precision until the bracket has one
+floor. Both paths bracket the same real U, so they agree whenever the fast one decides (tested
+by forcing every gap through the exact path).
+
+Addresses: selection j (the j-th nonzero draw) owns (context, stream j, event 0); U's bits
+after the 64th are (context, stream j, event 1). Callers pass a context of their own.
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+from decimal import Decimal
+
+import numpy as np
+
+from dpsynth._types import Counts
+from dpsynth.noise import _sparse
+from dpsynth.noise._kernels import Words
+from dpsynth.noise.samplers import effective_scale
+
+#: Relative widening of every double-precision result (libm's error is below 2^−52 ≈ 2·10⁻¹⁶).
+MARGIN = 1e-12
+#: Below this π, ln|ln(1 − π)| is bracketed by [ln π, ln π + 2π] (−ln(1 − π) ∈ [π, π/(1 − π)]).
+_SMALL_PI = 1e-4
+
+
+def nonzero_share(scale: float) -> float:
+    """π = P(Lap_Z(σ′) ≠ 0) = 2p/(1 + p) at the effective scale σ′ of ``scale``."""
+    sigma = effective_scale(scale)
+    p = math.exp(-sigma.denominator / sigma.numerator)
+    return 2.0 * p / (1.0 + p)
+
+
+def _log_abs_log_bounds(t: int, s: int) -> tuple[float, float]:
+    """Bounds on ln|ln(1 − π)|, π = 2p/(1 + p), p = e^{−s/t}, in double precision, widened by
+    :data:`MARGIN` (the kernel widens its own steps again)."""
+    x = s / t
+    log_pi = math.log(2.0) - x - math.log1p(math.exp(-x))
+    pi = math.exp(log_pi)
+    slack = MARGIN * (1.0 + abs(log_pi))
+    if pi < _SMALL_PI:
+        return log_pi - slack, log_pi + 2.0 * pi + slack
+    value = math.log(-math.log1p(-pi))
+    slack = MARGIN * (1.0 + abs(value)) + MARGIN * (1.0 + abs(log_pi))
+    return value - slack, value + slack
+
+
+def nonzero_draws(key: Words, scale: float, size: int, *,
+                  margin: float = MARGIN) -> tuple[Counts, Counts]:
+    """(positions ascending, values) of the nonzero draws among ``size`` iid Lap_Z(``scale``)
+    (rounded up as every discrete Laplace draw, P2a), from the keystream of ``key`` (a context's
+    subkey). ``margin``: the fast path's widening (tests raise it to force the exact path)."""
+    sigma = effective_scale(scale)  # privacy: P2a (rounded up, never down)
+    t, s = sigma.numerator, sigma.denominator
+    lo, hi = _log_abs_log_bounds(t, s)
+    indices = np.empty(size, np.int64)
+    values = np.empty(size, np.int64)
+    forced_j: list[int] = []
+    forced_gap: list[int] = []
+    while True:
+        n, ambiguous = _sparse.nonzero_draws(
+            key, np.uint64(t), np.uint64(s), size, lo, hi, margin,
+            np.array(forced_j, np.int64), np.array(forced_gap, np.int64), indices, values)
+        if ambiguous < 0:
+            return indices[:n].copy(), values[:n].copy()
+        start = int(indices[n - 1]) + 1 if n else 0
+        forced_j.append(ambiguous)
+        forced_gap.append(exact_gap(key, ambiguous, t, s, size - start))
+
+
+def _uniform_bits(key: Words, j: int, rounds: int) -> tuple[int, int]:
+    """(integer, bits) of U_j's first 64·``rounds`` bits: two words of (j, 0), then (j, 1)'s."""
+    first = _sparse.keystream_words(key, np.uint64(j), np.uint64(0), 2)
+    words = [int(first[0]), int(first[1])]
+    if rounds > 1:
+        more = _sparse.keystream_words(key, np.uint64(j), np.uint64(1), 2 * (rounds - 1))
+        words += [int(w) for w in more]
+    value = 0
+    for word in words:
+        value = (value << 32) | word
+    return value, 32 * len(words)
+
+
+def exact_gap(key: Words, j: int, t: int, s: int, remaining: int) -> int:
+    """Selection j's gap ⌊ln U_j / ln(1 − π)⌋ decided in decimal interval arithmetic (−1 when
+    it is at least ``remaining``): 64 more bits of U and twice the digits per round."""
+    digits, rounds = 40, 1
+    while True:
+        value, bits = _uniform_bits(key, j, rounds)
+        low, high = _ratio_bounds(value, bits, t, s, digits)
+        if low >= remaining:
+            return -1
+        if high is not None and math.floor(low) == math.floor(high):
+            g = math.floor(low)
+            return -1 if g >= remaining else int(g)
+        digits, rounds = 2 * digits, rounds + 1
+
+
+def _ratio_bounds(value: int, bits: int, t: int, s: int,
+                  digits: int) -> tuple[Decimal, Decimal | None]:
+    """Bounds on r = |ln U| / |ln(1 − π)| for U ∈ [value, value + 1)·2^−bits (None: no upper
+    bound, U may be near 0), at ``digits`` significant digits with directed rounding."""
+    down = decimal.Context(prec=digits, rounding=decimal.ROUND_FLOOR)
+    up = decimal.Context(prec=digits, rounding=decimal.ROUND_CEILING)
+    near = decimal.Context(prec=digits)  # exp and ln round to nearest: widened by one ulp
+
+    def exp(x: Decimal, ctx: decimal.Context) -> Decimal:
+        y = x.exp(near)
+        return near.next_minus(y) if ctx is down else near.next_plus(y)
+
+    def ln(x: Decimal, ctx: decimal.Context) -> Decimal:
+        y = x.ln(near)
+        return near.next_minus(y) if ctx is down else near.next_plus(y)
+
+    x_lo, x_hi = down.divide(s, t), up.divide(s, t)  # 1/σ
+    p_lo, p_hi = exp(-x_hi, down), exp(-x_lo, up)
+    pi_lo = down.divide(down.multiply(2, p_lo), up.add(1, p_hi))  # increasing in p
+    pi_hi = up.divide(up.multiply(2, p_hi), down.add(1, p_lo))
+    abs_l_lo = pi_lo  # −ln(1 − π) ≥ π
+    q_hi = up.subtract(1, pi_lo)
+    if q_hi < 1:
+        abs_l_lo = max(abs_l_lo, -ln(q_hi, up))
+    abs_l_hi = up.divide(pi_hi, down.subtract(1, pi_hi))  # −ln(1 − π) ≤ π/(1 − π)
+    q_lo = down.subtract(1, pi_hi)
+    abs_l_hi = min(abs_l_hi, -ln(q_lo, down))
+    u_lo = down.divide(value, 1 << bits)
+    u_hi = up.divide(value + 1, 1 << bits)
+    a_lo = Decimal(0) if u_hi >= 1 else -ln(u_hi, up)
+    low = down.divide(a_lo, abs_l_hi)
+    if u_lo <= 0:
+        return low, None
+    a_hi = -ln(u_lo, down)
+    return low, up.divide(a_hi, abs_l_lo)
