@@ -9,6 +9,17 @@ each, on the same machine, so the ratio is taken under the same load (docs/bench
 
     python -m benchmarks.default_speed --baseline <old checkout>/operators --rounds 5
 
+``--grid`` (issue 31): records/s of one mechanism (``auto`` by default) on one core
+(``NUMBA_NUM_THREADS=1``) at every ε × t, d = 2, on uniform data and a concentrated stream
+(``multiscale-100``, the held-out panel's synthetic city, benchmarks/concentrated_streams.py),
+a release every 500 records (``extend``). One run per stream and ε feeds 10⁴, 10⁵, … records
+and reads the clock at each t: records/s up to t, the marginal time per record over the last
+decade (t/10, t] against the first 10⁴'s, and one offline PMM of the same prefix (replacement,
+the same ε) timed in the same process — the ratio online ÷ PMM. A run stops at the first t
+beyond ``--budget`` seconds (the cells after it are printed as not measured):
+
+    NUMBA_NUM_THREADS=1 python -m benchmarks.default_speed --grid [--max-t 10000000]
+
 Only the public API that every version since 0.2 has (``OnlineSynthesizer``, ``add``,
 ``step``, ``extend``, ``release``, ``dpsynth.datasets.load_gowalla``) is used, so an old
 checkout runs it unchanged.
@@ -92,14 +103,93 @@ def compare(baseline: Path, current: Path, rounds: int, cases: tuple = CASES) ->
         print(f"{data + ' ' + notion:<22}{b:>16,.0f}{c:>16,.0f}{c / b:>8.2f}", flush=True)
 
 
+GRID_EPSILONS = (0.1, 1.0, 10.0, 100.0, 1e3, 1e4)
+GRID_SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
+
+
+def _grid_stream(name: str, n: int) -> np.ndarray:
+    if name == "uniform":
+        return np.random.default_rng(1000).random((n, 2))
+    from benchmarks.concentrated_streams import multiscale
+
+    return multiscale(n, 100)
+
+
+def _grid_run(x: np.ndarray, epsilon: float, mechanism: str, sizes: tuple[int, ...],
+              budget: float) -> dict[int, float]:
+    """Seconds to each t of ``sizes`` (ascending) of one online run; stops past ``budget``."""
+    from dpsynth import OnlineSynthesizer
+
+    OnlineSynthesizer(2, epsilon, bytes(32), STEP, mechanism=mechanism).extend(x[:2000])  # warm
+    synth = OnlineSynthesizer(2, epsilon, (5000).to_bytes(32, "big"), STEP, mechanism=mechanism)
+    out, done, seconds = {}, 0, 0.0
+    for t in sizes:
+        for lo in range(done, t, 100_000):
+            began = time.perf_counter()
+            synth.extend(x[lo:min(t, lo + 100_000)])
+            seconds += time.perf_counter() - began
+        done, out[t] = t, seconds
+        if seconds > budget:
+            break
+    return out
+
+
+def _pmm_seconds(x: np.ndarray, epsilon: float) -> float:
+    from dpsynth.offline.pmm import pmm_synthesize
+
+    began = time.perf_counter()
+    pmm_synthesize(x, epsilon, bytes(32), neighbours="replace")
+    return time.perf_counter() - began
+
+
+def speed_grid(mechanism: str = "auto", max_t: int = 10_000_000, budget: float = 600.0,
+               epsilons: tuple[float, ...] = GRID_EPSILONS,
+               streams: tuple[str, ...] = ("uniform", "multiscale-100")) -> None:
+    """Print the ε × t grid (module docstring) as a markdown table, row by row."""
+    sizes = tuple(t for t in GRID_SIZES if t <= max_t)
+    print(f"load {os.getloadavg()[0]:.1f} at start; NUMBA_NUM_THREADS="
+          f"{os.environ.get('NUMBA_NUM_THREADS', 'unset')}; mechanism {mechanism}")
+    print("| stream | ε | t | records/s | marginal µs/record (last decade) | ÷ first 10⁴ "
+          "| online ÷ one PMM | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name in streams:
+        x = _grid_stream(name, sizes[-1])
+        _pmm_seconds(x[:2000], 1.0)  # compiled
+        for epsilon in epsilons:
+            seconds = _grid_run(x, epsilon, mechanism, sizes, budget)
+            first = seconds[sizes[0]] / sizes[0]
+            previous = (0, 0.0)
+            for t in sizes:
+                if t not in seconds:
+                    print(f"| {name} | {epsilon:g} | {t:,} | not measured (budget) | | | | |")
+                    continue
+                marginal = (seconds[t] - previous[1]) / (t - previous[0])
+                pmm = _pmm_seconds(x[:t], epsilon)
+                print(f"| {name} | {epsilon:g} | {t:,} | {t / seconds[t]:,.0f} | "
+                      f"{marginal * 1e6:.2f} | {marginal / first:.2f} | "
+                      f"{seconds[t] / pmm:.1f} | {os.getloadavg()[0]:.1f} |", flush=True)
+                previous = (t, seconds[t])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", type=Path, help="the other checkout's operators/ folder")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--d1", action="store_true", help="the d = 1 cases instead of d = 2")
+    parser.add_argument("--grid", action="store_true", help="the ε × t grid (issue 31)")
+    parser.add_argument("--mechanism", default="auto", help="--grid: the mechanism")
+    parser.add_argument("--max-t", type=int, default=10_000_000, help="--grid: the largest t")
+    parser.add_argument("--budget", type=float, default=600.0,
+                        help="--grid: seconds per stream and ε before the larger t are skipped")
+    parser.add_argument("--epsilons", type=float, nargs="+", default=GRID_EPSILONS)
+    parser.add_argument("--streams", nargs="+", default=("uniform", "multiscale-100"))
     parser.add_argument("--one", nargs=2, metavar=("DATA", "NOTION"),
                         help="measure one case with the code on PYTHONPATH (used internally)")
     args = parser.parse_args()
+    if args.grid:
+        speed_grid(args.mechanism, args.max_t, args.budget, tuple(args.epsilons),
+                   tuple(args.streams))
+        return
     if args.one:
         print(f"{records_per_second(*args.one):.0f}")
         return

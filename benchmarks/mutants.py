@@ -33,6 +33,8 @@ GUIDED = "tests/statistical/test_overspend_guided.py::"
 P16 = GUIDED + "test_P16_guided_noise_scales_fit_the_documented_shares"
 P16_REFINED = GUIDED + "test_P16_refined_summaries_spend_their_epsilon_on_decisions_and_counts"
 P16_LEAF = GUIDED + "test_P16_guided_leaf_noise_is_as_frequent_as_its_scale"
+P16_SPARSE = GUIDED + "test_P16_sparse_leaf_noise_is_as_frequent_as_its_scale"
+SPARSE = "tests/statistical/test_noise_sparse.py::"
 LOWDIM = OVERSPEND + "test_P7b_lowdim_draws_spend_at_most_epsilon"
 
 #: False-alarm rate of each aimed test (over random keys; the tests fix theirs).
@@ -51,6 +53,9 @@ FALSE_ALARM = {
     "test_P16_refined_summaries_spend_their_epsilon_on_decisions_and_counts":
         "0 (scales drawn)",
     "test_P16_guided_leaf_noise_is_as_frequent_as_its_scale": "1e-6 per case (binomial)",
+    "test_P16_sparse_leaf_noise_is_as_frequent_as_its_scale": "1e-6 per kind (binomial)",
+    "test_P2c_sparse_values_have_the_dense_law": "1e-4 (chi-square) per scale",
+    "test_P2c_sparse_gaps_are_geometric": "1e-4 (chi-square) per scale",
     "test_P15_records_over_the_bound_never_reach_a_release": "0 (exact)",
     "test_P15_the_first_k_records_of_each_user_count": "0 (exact)",
     "test_P12_tabular_measurements_and_size_fit_the_split": "0 (scales drawn)",
@@ -98,6 +103,12 @@ def _mutants() -> tuple[Mutant, ...]:
           Argument("dpsynth.noise.keyed:effective_scale", "scale", quarter, "× ¼"),
           ("tests/statistical/test_noise_distribution.py::"
            "test_P2a_discrete_laplace_goodness_of_fit",)),
+        m("sparse sampler draws at ¼ of the scale asked for (every nonzero-only Lap_Z draw)",
+          "noise: sparse sampler (P2c)",
+          Argument("dpsynth.noise.keyed:nonzero_draws", "s", lambda s: 4 * s,
+                   "s × 4 (scale t/s × ¼)"),
+          (SPARSE + "test_P2c_sparse_values_have_the_dense_law",
+           SPARSE + "test_P2c_sparse_gaps_are_geometric")),
         # -- counters: the paper mechanism's level counters and the scalar forms -------------
         m("Binary Mechanism node noise × ¼", "counters: Binary Mechanism",
           After("dpsynth.counters.binary:BinaryMechanism.__init__", {"scale": 0.25}),
@@ -170,6 +181,8 @@ def _mutants() -> tuple[Mutant, ...]:
           Draws(("guided", "node", "leaf")), (P16, P16_LEAF)),
         m("guided node budget (ε_o) × 4", "guided: time-node histograms",
           Budget(f"{guided}._summarise_node", "steps"), (P16, P16_LEAF)),
+        m("guided leaf noise × ¼ where it is sparse (ε_h ≳ 2.1)", "guided: leaf noise, sparse form",
+          Draws(("guided", "leaf"), sparse_only=True), (P16_SPARSE, P16_REFINED)),
         m("guided open-block size noise × ¼", "guided: block sizes",
           Draws(("guided", "size")), (P16,)),
         m("guided open-block size budget (ε_n) × 4", "guided: block sizes",

@@ -7,8 +7,9 @@ wrapping one *named* object of the product before any test module is imported:
 :class:`Draws`
     every keyed discrete Laplace draw whose address (noise context, P2) holds the given labels
     in order is made at ¼ of the scale the code asked for — the scale a component passes to
-    :meth:`KeyedNoise.discrete_laplace_at <dpsynth.noise.KeyedNoise.discrete_laplace_at>`, so a
-    spy on that method sees the mutated scale, as it would see a wrong scale in the code;
+    :meth:`KeyedNoise.discrete_laplace_at <dpsynth.noise.KeyedNoise.discrete_laplace_at>` or
+    to its sparse form ``discrete_laplace_nonzero`` (P2c), so a spy on those methods sees the
+    mutated scale, as it would see a wrong scale in the code;
 :class:`Argument`
     one argument of a named function, method or class (a budget × 4, a scale × ¼), optionally
     only when its noise context holds given labels;
@@ -100,31 +101,41 @@ def _install(target: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any
 
 @dataclass(frozen=True)
 class Draws:
-    """Every Lap_Z draw at an address holding ``labels`` in order, its scale × ``factor``."""
+    """Every Lap_Z draw at an address holding ``labels`` in order, its scale × ``factor``
+    (``sparse_only``: only the draws made in the sparse form, P2c)."""
 
     labels: tuple[Any, ...]
     factor: float = 0.25
+    sparse_only: bool = False
 
     def describe(self) -> str:
         """For the table."""
-        return f"draws at {'…'.join(map(str, self.labels))}: scale × {self.factor:g}"
+        form = " (sparse form)" if self.sparse_only else ""
+        return f"draws at {'…'.join(map(str, self.labels))}{form}: scale × {self.factor:g}"
 
     def apply(self) -> None:
         """Every KeyedNoise made from now on draws through the mutated method."""
         from dpsynth.noise import KeyedNoise
 
-        labels, factor, made = self.labels, self.factor, {}
+        labels, factor, made, dense = self.labels, self.factor, {}, not self.sparse_only
 
         def draw(noise, scale, context, streams, events):  # type: ignore[no-untyped-def]
-            if holds(context, labels):
+            if dense and holds(context, labels):
                 _hit()
                 scale = scale * factor
             return super(type(noise), noise).discrete_laplace_at(scale, context, streams, events)
 
+        def draw_nonzero(noise, scale, context, size):  # type: ignore[no-untyped-def]
+            if holds(context, labels):  # the sparse form of the same draws (P2c)
+                _hit()
+                scale = scale * factor
+            return super(type(noise), noise).discrete_laplace_nonzero(scale, context, size)
+
         def new(cls, *args, **kwargs):  # type: ignore[no-untyped-def]
             if cls not in made:  # a test's own subclass (a spy) is mutated the same way
-                made[cls] = type(cls.__name__, (cls,), {"__slots__": (),
-                                                        "discrete_laplace_at": draw})
+                made[cls] = type(cls.__name__, (cls,), {
+                    "__slots__": (), "discrete_laplace_at": draw,
+                    "discrete_laplace_nonzero": draw_nonzero})
             return object.__new__(made[cls])
 
         KeyedNoise.__new__ = staticmethod(new)  # type: ignore[method-assign, assignment]

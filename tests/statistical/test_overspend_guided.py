@@ -177,6 +177,43 @@ def test_P16_guided_leaf_noise_is_as_frequent_as_its_scale() -> None:
         assert int((z == 0).sum()) < _zeros_bound(z.size, p_zero), (kind, (z == 0).mean())
 
 
+def test_P16_sparse_leaf_noise_is_as_frequent_as_its_scale() -> None:
+    """At ε = 8 every leaf count is noised by the sparse sampler (P2c: P(Lap_Z ≠ 0) ≤ ¼ at
+    ε_h = 2.88 and 4.32): the released noise of the block histograms (b = 1-3) and level-0 nodes
+    of 6 keys is nonzero with probability π = 2p/(1 + p), p = e^−ε_h; too few nonzero leaves
+    (too little noise) fails: one-sided exact binomial, false alarm ≤ 1e-6 per kind. At ¼ of
+    the scale π falls 10⁴-fold."""
+    from dpsynth.online.privtree import NONZERO_SHARE
+
+    epsilon = 8.0
+    share = GUIDED_SHARES["add_remove"]
+    noise: dict[str, list[np.ndarray]] = {"block": [], "node": []}
+    for k in range(6):
+        synth = OnlineSynthesizer(2, epsilon, bytes([k]) * 32, 40, "guided", 8,
+                                  neighbours="add_remove")
+        points = np.random.default_rng(9).random((15 * 40, 2))  # public test data
+        for step in range(1, 16):
+            batch = points[(step - 1) * 40:step * 40]
+            synth.add(batch)
+            synth.step()
+            b, mech = step.bit_length() - 1, synth._mechanism
+            node = mech.nodes.get((0, step - (1 << b)))
+            if b >= 1 and node is not None:
+                noise["node"].append(_leaf_noise(node, batch))
+        for b in (1, 2, 3):
+            block = points[((1 << b) - 1) * 40:((2 << b) - 1) * 40]
+            noise["block"].append(_leaf_noise(mech.blocks[b], block))
+    for kind, eps_h in (("block", share["top"] * epsilon), ("node", share["nodes"] * epsilon)):
+        assert eps_h < REFINE_FROM  # no refinement: the leaves are the guided partition's
+        z = np.concatenate(noise[kind])
+        p = math.exp(-eps_h)
+        pi = 2 * p / (1 + p)
+        assert pi <= NONZERO_SHARE  # the sparse sampler draws these
+        assert z.size * pi >= 20, (kind, z.size)
+        nonzero = int((z != 0).sum())
+        assert stats.binom.cdf(nonzero, z.size, pi) > 1e-6, (kind, nonzero, z.size, pi)
+
+
 def _leaf_noise(summary: Summary, points: np.ndarray) -> np.ndarray:
     """A summary's noisy leaf counts minus the true counts of ``points`` in its leaves."""
     cells = route(points, depth=8)

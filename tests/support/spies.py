@@ -4,8 +4,9 @@ Fixtures that record what the product asks the sampler for — never a mock: eve
 real one, only noted on the way (docs/privacy.md P14):
 
 ``draws``
-    every discrete Laplace draw through ``KeyedNoise.discrete_laplace_at``: its scale, noise
-    address (context) and number of values;
+    every discrete Laplace draw through ``KeyedNoise.discrete_laplace_at`` or
+    ``discrete_laplace_nonzero`` (the sparse form of the same draws, P2c): its scale, noise
+    address (context, as the caller passed it) and number of values;
 ``decisions``
     every PrivTree built by the compiled descent: its decision noise λ (in counts) and its
     "split" address.
@@ -28,14 +29,19 @@ from dpsynth.online import privtree
 def draws(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[float, tuple, int]]]:
     """Every discrete Laplace draw made meanwhile: (scale, context, number of draws)."""
     seen: list[tuple[float, tuple, int]] = []
-    real = KeyedNoise.discrete_laplace_at
+    real, real_nonzero = KeyedNoise.discrete_laplace_at, KeyedNoise.discrete_laplace_nonzero
 
     def spy(self, scale, context, streams, events):  # type: ignore[no-untyped-def]
         out = real(self, scale, context, streams, events)
         seen.append((float(scale), tuple(context), int(np.size(out))))
         return out
 
+    def spy_nonzero(self, scale, context, size):  # type: ignore[no-untyped-def]
+        seen.append((float(scale), tuple(context), int(size)))
+        return real_nonzero(self, scale, context, size)
+
     monkeypatch.setattr(KeyedNoise, "discrete_laplace_at", spy)
+    monkeypatch.setattr(KeyedNoise, "discrete_laplace_nonzero", spy_nonzero)
     yield seen
 
 

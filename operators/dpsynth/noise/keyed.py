@@ -222,12 +222,18 @@ class KeyedNoise:
     def discrete_laplace_nonzero(self, scale: float, context: Sequence[int | str],
                                  size: int) -> tuple[Counts, Counts]:
         """(positions ascending, values) of the nonzero draws among ``size`` iid exact
-        Lap_Z(scale): the same joint distribution as ``size`` dense draws, at a cost of the
-        nonzero ones (:mod:`dpsynth.noise.sparse`; privacy: P2c). Addresses: (context, j, 0|1)
-        for the j-th nonzero draw, so ``context`` must be used for nothing else."""
+        Lap_Z(scale): the same joint distribution as ``size`` dense draws, at the cost of the
+        nonzero ones (:mod:`dpsynth.noise.sparse`; privacy: P2c). For P(Lap_Z ≠ 0) ≤ ½ only.
+
+        Addresses: (context + ("nonzero",), j, 0|1) for the j-th nonzero draw — a context of
+        its own, so the draws of ``discrete_laplace_at(scale, context, …)`` (the dense form
+        of the same values) and these never share a keystream word.
+        """
         if size < 0:
             raise ValueError("size must be non-negative")
-        return nonzero_draws(self.subkey(context), scale, int(size))
+        sigma = effective_scale(scale)  # privacy: P2a (rounded up, never down)
+        return nonzero_draws(self.subkey((*context, "nonzero")), sigma.numerator,
+                             sigma.denominator, int(size))
 
     # -- geometric -------------------------------------------------------------------------
 

@@ -53,7 +53,12 @@ _SMALL_PI = 1e-4
 def nonzero_share(scale: float) -> float:
     """π = P(Lap_Z(σ′) ≠ 0) = 2p/(1 + p) at the effective scale σ′ of ``scale``."""
     sigma = effective_scale(scale)
-    p = math.exp(-sigma.denominator / sigma.numerator)
+    return _share(sigma.numerator, sigma.denominator)
+
+
+def _share(t: int, s: int) -> float:
+    """π = 2p/(1 + p), p = e^{−s/t}."""
+    p = math.exp(-s / t)
     return 2.0 * p / (1.0 + p)
 
 
@@ -71,13 +76,19 @@ def _log_abs_log_bounds(t: int, s: int) -> tuple[float, float]:
     return value - slack, value + slack
 
 
-def nonzero_draws(key: Words, scale: float, size: int, *,
+#: The sampler is for rare nonzero draws: refused above this π (its double-precision bounds
+#: assume 1 − π is not tiny; the callers switch at π ≤ 1/4).
+MAX_SHARE = 0.5
+
+
+def nonzero_draws(key: Words, t: int, s: int, size: int, *,
                   margin: float = MARGIN) -> tuple[Counts, Counts]:
-    """(positions ascending, values) of the nonzero draws among ``size`` iid Lap_Z(``scale``)
-    (rounded up as every discrete Laplace draw, P2a), from the keystream of ``key`` (a context's
-    subkey). ``margin``: the fast path's widening (tests raise it to force the exact path)."""
-    sigma = effective_scale(scale)  # privacy: P2a (rounded up, never down)
-    t, s = sigma.numerator, sigma.denominator
+    """(positions ascending, values) of the nonzero draws among ``size`` iid Lap_Z(t/s), from
+    the keystream of ``key`` (a context's subkey); t/s is the effective scale the caller
+    rounded up (P2a). ``margin``: the fast path's widening (tests raise it to force the exact
+    path on every gap)."""
+    if _share(t, s) > MAX_SHARE:
+        raise ValueError(f"P(Lap_Z ≠ 0) above {MAX_SHARE}: draw every value instead")
     lo, hi = _log_abs_log_bounds(t, s)
     indices = np.empty(size, np.int64)
     values = np.empty(size, np.int64)
@@ -129,6 +140,8 @@ def _ratio_bounds(value: int, bits: int, t: int, s: int,
     down = decimal.Context(prec=digits, rounding=decimal.ROUND_FLOOR)
     up = decimal.Context(prec=digits, rounding=decimal.ROUND_CEILING)
     near = decimal.Context(prec=digits)  # exp and ln round to nearest: widened by one ulp
+    # every step names its context: Decimal's operators (unary minus too) would round in the
+    # thread's context (28 digits, to nearest), which is no bound; copy_negate is exact
 
     def exp(x: Decimal, ctx: decimal.Context) -> Decimal:
         y = x.exp(near)
@@ -139,21 +152,21 @@ def _ratio_bounds(value: int, bits: int, t: int, s: int,
         return near.next_minus(y) if ctx is down else near.next_plus(y)
 
     x_lo, x_hi = down.divide(s, t), up.divide(s, t)  # 1/σ
-    p_lo, p_hi = exp(-x_hi, down), exp(-x_lo, up)
+    p_lo, p_hi = exp(x_hi.copy_negate(), down), exp(x_lo.copy_negate(), up)
     pi_lo = down.divide(down.multiply(2, p_lo), up.add(1, p_hi))  # increasing in p
     pi_hi = up.divide(up.multiply(2, p_hi), down.add(1, p_lo))
     abs_l_lo = pi_lo  # −ln(1 − π) ≥ π
     q_hi = up.subtract(1, pi_lo)
     if q_hi < 1:
-        abs_l_lo = max(abs_l_lo, -ln(q_hi, up))
+        abs_l_lo = max(abs_l_lo, ln(q_hi, up).copy_negate())
     abs_l_hi = up.divide(pi_hi, down.subtract(1, pi_hi))  # −ln(1 − π) ≤ π/(1 − π)
     q_lo = down.subtract(1, pi_hi)
-    abs_l_hi = min(abs_l_hi, -ln(q_lo, down))
+    abs_l_hi = min(abs_l_hi, ln(q_lo, down).copy_negate())
     u_lo = down.divide(value, 1 << bits)
     u_hi = up.divide(value + 1, 1 << bits)
-    a_lo = Decimal(0) if u_hi >= 1 else -ln(u_hi, up)
+    a_lo = Decimal(0) if u_hi >= 1 else ln(u_hi, up).copy_negate()
     low = down.divide(a_lo, abs_l_hi)
     if u_lo <= 0:
         return low, None
-    a_hi = -ln(u_lo, down)
+    a_hi = ln(u_lo, down).copy_negate()
     return low, up.divide(a_hi, abs_l_lo)

@@ -357,11 +357,11 @@ def _with_leaf_noise(true: Counts, depths: np.ndarray, prefixes: CellIds, epsilo
     """true + Lap_Z(1/ε_c): one draw per leaf addressed by (context + ("leaf",), prefix, depth),
     or, where P(Lap_Z ≠ 0) ≤ :data:`NONZERO_SHARE` (a function of ε_c only), the nonzero
     draws of the leaves in their order, at (context + ("leaf", "nonzero"), j, ·): the same
-    distribution (privacy: P2c) at a cost of the nonzero draws."""
+    distribution (privacy: P2c) at the cost of the nonzero draws. Either way the noise of
+    ``context`` + ("leaf",) is drawn once per summary."""
     scale = 1.0 / epsilon
     if nonzero_share(scale) <= NONZERO_SHARE:
-        positions, values = noise.discrete_laplace_nonzero(scale, (*context, "leaf", "nonzero"),
-                                                           true.size)
+        positions, values = noise.discrete_laplace_nonzero(scale, (*context, "leaf"), true.size)
         out = np.array(true, np.int64)
         out[positions] += values
         return out
