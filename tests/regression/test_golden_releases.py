@@ -77,6 +77,13 @@ for _d in (1, 2, 3):
             lambda d=_d, s=_schedule: _online(d, 1.0, "add_remove", mechanism=s))
     ONLINE[f"online/d{_d}/auto/replace"] = lambda d=_d: _online(d, 1.0, "replace")
 ONLINE["online/d2/paper/replace/eps4"] = lambda: _online(2, 4.0, "replace", mechanism="paper")
+# large ε: leaf noise in sparse form (docs/privacy.md P2c) — guided's histograms and refined
+# summaries, adaptive's PrivTree counts
+ONLINE["online/d2/guided/add_remove/eps10"] = lambda: _online(2, 10.0, "add_remove",
+                                                              mechanism="guided")
+ONLINE["online/d2/auto/replace/eps1e4"] = lambda: _online(2, 1e4, "replace")
+ONLINE["online/d2/guided/replace/eps200"] = lambda: _online(2, 200.0, "replace",
+                                                            mechanism="guided")
 ONLINE["online/d2/adaptive/replace/centre-pooled"] = lambda: _online(
     2, 1.0, "replace", mechanism="adaptive", placement="centre", current_shape="pooled")
 ONLINE["online/d2/paper/replace/depth6-partition3"] = lambda: _online(
