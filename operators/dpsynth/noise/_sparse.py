@@ -53,7 +53,7 @@ def _geometric(t: U64, s: U64, key: Words, buf: Words, cur: Cursor) -> tuple[np.
 
 @njit(cache=True)
 def gap(k53: U64, log_abs_l_lo: float, log_abs_l_hi: float, remaining: int,
-        margin: float) -> np.int64:
+        margin: float) -> int:
     """⌊ln U / ln(1 − π)⌋ (the draws skipped before the next nonzero one) when double
     precision certifies it: U ∈ [k53, k53 + 1)·2^−53 and ln|ln(1 − π)| ∈ [lo, hi] (bounds
     computed by the caller). Every logarithm and exponential here is widened by ``margin``
@@ -82,7 +82,7 @@ def gap(k53: U64, log_abs_l_lo: float, log_abs_l_hi: float, remaining: int,
         return AMBIGUOUS
     if g >= remaining:
         return BEYOND
-    return np.int64(g)
+    return int(g)
 
 
 @njit(cache=True)
