@@ -129,3 +129,28 @@ def test_block_intervals_of_whole_counts_match_the_float_path() -> None:
             got = block_intervals(block, depth)
             want = block_intervals(replace(block, counts=counts.astype(np.float64)), depth)
             assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+
+
+def test_block_intervals_merge_empty_runs_into_the_same_density() -> None:
+    """Adjacent empty leaves are one interval: every cell at ``depth`` has the same density as
+    with one interval per leaf (computed here from the leaves), no two adjacent intervals are
+    both empty, and every nonempty leaf keeps its own start."""
+    rng = np.random.default_rng(14)
+    for _ in range(300):
+        depths, prefixes = random_morton_partition(rng, 12)
+        counts = rng.integers(-3, 20, depths.size) * (rng.random(depths.size) < 0.4)
+        floor = float(rng.choice([0.0, 1.0, 2.5]))
+        block = {"depths": depths, "prefixes": prefixes, "counts": counts,
+                 "size": float(rng.uniform(1, 500)), "floor": floor}
+        depth = int(depths.max())
+        starts, density = block_intervals(block, depth)
+        leaf_starts = (prefixes << (depth - depths).astype(np.uint64)).astype(np.int64)
+        widths = np.diff(np.concatenate([leaf_starts, [1 << depth]]))
+        kept = np.where(counts > floor, counts, 0).astype(np.float64)
+        if kept.sum() > 0:
+            kept *= block["size"] / kept.sum()
+        cells = np.arange(1 << depth)
+        want = density_at(leaf_starts, kept / widths, cells)
+        assert np.array_equal(density_at(starts, density, cells), want)
+        assert not np.any((density[1:] == 0) & (density[:-1] == 0))
+        assert set(leaf_starts[kept > 0].tolist()) <= set(starts.tolist())

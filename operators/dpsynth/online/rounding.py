@@ -156,7 +156,10 @@ def block_intervals(block: Summary, depth: int,
     """A block's leaves as sorted Morton interval starts at ``depth`` and per-cell densities.
 
     Leaves deeper than ``depth`` (stragglers, :func:`mass_depth`) are merged into their
-    depth-``depth`` ancestor, their mass spread over it.
+    depth-``depth`` ancestor, their mass spread over it. Adjacent empty intervals (leaves at or
+    below the floor) are one interval: the same density, but every release, guide and fold
+    walks fewer intervals — at large ε most leaves of a summary are empty (a record's path to
+    the maximal depth leaves an empty sibling per level). Post-processing (privacy: P6).
     """
     raw = block.counts
     floor = float(block.floor if block.floor is not None else floor)  # a summary's own floor
@@ -165,7 +168,7 @@ def block_intervals(block: Summary, depth: int,
     size = max(float(block.size), 0.0)
     starts, increasing = _leaf_starts(depths, prefixes, depth)
     if increasing and raw.dtype == np.int64:  # whole counts: exact sums, so one compiled pass
-        return starts, _whole_densities(raw, floor, size, starts, depth)
+        return _without_empty_runs(starts, _whole_densities(raw, floor, size, starts, depth))
     counts = np.where(raw > floor, raw, 0).astype(np.float64)  # floor 0: clip negatives
     if counts.sum() > 0:  # clipped histogram scaled to the block's size estimate
         counts *= size / counts.sum()
@@ -178,7 +181,19 @@ def block_intervals(block: Summary, depth: int,
         starts, inverse = np.unique(starts, return_inverse=True)
         mass = np.bincount(inverse, weights=counts, minlength=starts.size)
     widths = np.diff(np.concatenate([starts, [1 << depth]]))
-    return starts, mass / widths
+    return _without_empty_runs(starts, mass / widths)
+
+
+def _without_empty_runs(starts: np.ndarray, density: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The same piecewise-constant density with each run of empty intervals as one interval
+    (sums over the density are the same in exact arithmetic; a float sum across a removed
+    boundary may round once instead of twice)."""
+    empty = density == 0
+    keep = np.ones(starts.size, bool)
+    np.logical_not(empty[1:] & empty[:-1], out=keep[1:])
+    if keep.all():
+        return starts, density
+    return starts[keep], density[keep]
 
 
 @njit(cache=True)
