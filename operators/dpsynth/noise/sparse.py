@@ -76,6 +76,9 @@ def _log_abs_log_bounds(t: int, s: int) -> tuple[float, float]:
     return value - slack, value + slack
 
 
+#: Rounds of the exact path (64 bits of U each; the words of (stream j, event 1) hold 2048):
+#: a bracket still straddling an integer after 4096 bits has probability below 2^−4000.
+MAX_ROUNDS = 64
 #: The sampler is for rare nonzero draws: refused above this π (its double-precision bounds
 #: assume 1 − π is not tiny; the callers switch at π ≤ 1/4).
 MAX_SHARE = 0.5
@@ -131,6 +134,8 @@ def exact_gap(key: Words, j: int, t: int, s: int, remaining: int) -> int:
             g = math.floor(low)
             return -1 if g >= remaining else int(g)
         digits, rounds = 2 * digits, rounds + 1
+        if rounds > MAX_ROUNDS:  # never silently read another address's words
+            raise RuntimeError("exact gap undecided after 64 rounds")
 
 
 def _ratio_bounds(value: int, bits: int, t: int, s: int,
