@@ -140,15 +140,15 @@ def test_block_intervals_merge_empty_runs_into_the_same_density() -> None:
         depths, prefixes = random_morton_partition(rng, 12)
         counts = rng.integers(-3, 20, depths.size) * (rng.random(depths.size) < 0.4)
         floor = float(rng.choice([0.0, 1.0, 2.5]))
-        block = {"depths": depths, "prefixes": prefixes, "counts": counts,
-                 "size": float(rng.uniform(1, 500)), "floor": floor}
+        size = float(rng.uniform(1, 500))
+        block = Summary(depths, prefixes, counts, size, floor=floor)
         depth = int(depths.max())
         starts, density = block_intervals(block, depth)
         leaf_starts = (prefixes << (depth - depths).astype(np.uint64)).astype(np.int64)
         widths = np.diff(np.concatenate([leaf_starts, [1 << depth]]))
         kept = np.where(counts > floor, counts, 0).astype(np.float64)
         if kept.sum() > 0:
-            kept *= block["size"] / kept.sum()
+            kept *= size / kept.sum()
         cells = np.arange(1 << depth)
         want = density_at(leaf_starts, kept / widths, cells)
         assert np.array_equal(density_at(starts, density, cells), want)
