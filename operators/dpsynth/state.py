@@ -20,7 +20,9 @@ MAGIC = b"DPSYNTH-STATE"
 STATE_VERSION = 1
 
 
-def _encode(obj: Any) -> Any:
+def encode_value(obj: Any) -> Any:
+    """msgpack's ``default`` for states and their deltas: numpy arrays (dtype, shape, bytes)
+    and scalars, tuples as lists."""
     if isinstance(obj, np.ndarray):
         return {"__nd__": True, "dtype": obj.dtype.str, "shape": list(obj.shape),
                 "data": np.ascontiguousarray(obj).tobytes()}
@@ -33,7 +35,8 @@ def _encode(obj: Any) -> Any:
     raise TypeError(f"cannot snapshot a {type(obj).__name__}")
 
 
-def _decode(obj: dict[str, Any]) -> Any:
+def decode_value(obj: dict[str, Any]) -> Any:
+    """msgpack's ``object_hook`` inverse of :func:`encode_value` (arrays copied: writable)."""
     if obj.get("__nd__"):
         array = np.frombuffer(obj["data"], dtype=np.dtype(obj["dtype"]))
         return array.reshape(obj["shape"]).copy()
@@ -42,7 +45,7 @@ def _decode(obj: dict[str, Any]) -> Any:
 
 def pack_state(state: dict[str, Any]) -> bytes:
     """Serialise a state dict (numbers, strings, bytes, lists, dicts, numpy arrays)."""
-    body: bytes = msgpack.packb({"version": STATE_VERSION, "state": state}, default=_encode,
+    body: bytes = msgpack.packb({"version": STATE_VERSION, "state": state}, default=encode_value,
                                 use_bin_type=True)
     return MAGIC + hashlib.sha256(body).digest() + body
 
@@ -56,7 +59,7 @@ def unpack_state(blob: bytes, *, verify: bool = True) -> dict[str, Any]:
     if verify and hashlib.sha256(body).digest() != digest:
         raise StateCorruptError("snapshot checksum mismatch: the bytes are truncated or altered")
     try:
-        payload = msgpack.unpackb(body, object_hook=_decode, raw=False, strict_map_key=False)
+        payload = msgpack.unpackb(body, object_hook=decode_value, raw=False, strict_map_key=False)
     except Exception as exc:  # noqa: BLE001 - any decoding failure is corruption
         raise StateCorruptError("snapshot body cannot be decoded") from exc
     if payload.get("version") != STATE_VERSION:

@@ -40,7 +40,7 @@ import msgpack
 import numpy as np
 
 from dpsynth.errors import StateCorruptError
-from dpsynth.state import MAGIC, pack_state
+from dpsynth.state import MAGIC, decode_value, encode_value, pack_state
 
 DELTA_FORMAT = 1
 _Path = list[str | int]
@@ -132,37 +132,17 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[Any]:
     return ops
 
 
-def _encode_value(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        return {"__nd__": True, "dtype": obj.dtype.str, "shape": list(obj.shape),
-                "data": np.ascontiguousarray(obj).tobytes()}
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, tuple):
-        return list(obj)
-    raise TypeError(f"cannot put a {type(obj).__name__} in a delta")
-
-
-def _decode_value(obj: dict[str, Any]) -> Any:
-    if obj.get("__nd__"):
-        return np.frombuffer(obj["data"], dtype=np.dtype(obj["dtype"])).reshape(
-            obj["shape"]).copy()
-    return obj
-
-
 def encode(ops: list[Any], old_blob: bytes, new_blob: bytes) -> bytes:
     """A delta on the wire: the operations and the digests of both snapshots (msgpack)."""
     return msgpack.packb({"format": DELTA_FORMAT, "from": snapshot_digest(old_blob),
                           "to": snapshot_digest(new_blob), "ops": ops},
-                         default=_encode_value, use_bin_type=True)
+                         default=encode_value, use_bin_type=True)
 
 
 def decode(blob: bytes) -> dict[str, Any]:
     """The delta in ``blob`` (``format``, ``from``, ``to``, ``ops``), or StateCorruptError."""
     try:
-        delta = msgpack.unpackb(blob, object_hook=_decode_value, raw=False,
+        delta = msgpack.unpackb(blob, object_hook=decode_value, raw=False,
                                 strict_map_key=False)
     except Exception as e:  # noqa: BLE001 - any decoding failure is corruption
         raise StateCorruptError("a state delta cannot be decoded") from e
