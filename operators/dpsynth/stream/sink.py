@@ -117,6 +117,20 @@ def bounded_call(call: Callable[[], Any], timeout_s: float, what: str) -> None:
         raise outcome[0]
 
 
+def _produce(producer: Producer, on_delivery: Callable[[KafkaError | None, Any], None],
+             topic: str, key: bytes, value: bytes | None, partition: int | None) -> None:
+    """Queue one record (to ``partition``, or by key), waiting while librdkafka's queue is
+    full; then serve delivery callbacks already due."""
+    where: dict[str, Any] = {} if partition is None else {"partition": partition}
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **where)
+            break
+        except BufferError:
+            producer.poll(0.05)
+    producer.poll(0)
+
+
 def _error(e: KafkaException) -> KafkaError | None:
     return e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
 
@@ -185,15 +199,7 @@ class TransactionalSink:
     def send(self, topic: str, key: bytes, value: bytes | None,
              partition: int | None = None) -> None:
         """Queue one record of the open transaction (``value`` None: a tombstone)."""
-        where: dict[str, Any] = {} if partition is None else {"partition": partition}
-        while True:
-            try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=self._on_delivery,
-                                       **where)
-                break
-            except BufferError:
-                self._producer.poll(0.05)
-        self._producer.poll(0)
+        _produce(self._producer, self._on_delivery, topic, key, value, partition)
 
     def flush(self) -> None:
         """Wait until the broker has every record sent so far (still uncommitted)."""
@@ -302,15 +308,7 @@ class KafkaSink:
     def send(self, topic: str, key: bytes, value: bytes | None,
              partition: int | None = None) -> None:
         """Queue one record (to ``partition``, or by key); waits while the queue is full."""
-        where: dict[str, Any] = {} if partition is None else {"partition": partition}
-        while True:
-            try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=self._on_delivery,
-                                       **where)
-                break
-            except BufferError:
-                self._producer.poll(0.05)
-        self._producer.poll(0)
+        _produce(self._producer, self._on_delivery, topic, key, value, partition)
 
     def flush(self) -> None:
         """Wait until every queued record is acknowledged by the broker, or raise."""
