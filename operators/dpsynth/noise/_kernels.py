@@ -162,8 +162,9 @@ def _bernoulli_exp(num: U64, den: U64, key: Words, buf: Words,
 
 
 @njit(inline="always", cache=True)
-def _discrete_laplace_one(t: U64, s: U64, key: Words, buf: Words, cur: Cursor) -> np.int64:
-    """Exact Lap_Z(t/s): Canonne-Kamath-Steinke 2020, Alg 2 (pmf proportional to exp(-|z| s/t))."""
+def _geometric(t: U64, s: U64, key: Words, buf: Words, cur: Cursor) -> tuple[np.int64, Cursor]:
+    """Exact Y with P(Y = y) ∝ e^{−y s/t}, y ≥ 0: Canonne–Kamath–Steinke 2020, Alg 2 before its
+    sign (:func:`_discrete_laplace_one` adds the sign; the sparse sampler draws magnitudes)."""
     while True:
         u, cur = _uniform_below(t, key, buf, cur)
         d, cur = _bernoulli_exp(u, t, key, buf, cur)
@@ -175,7 +176,14 @@ def _discrete_laplace_one(t: U64, s: U64, key: Words, buf: Words, cur: Cursor) -
             if not a:
                 break
             v += _ONE
-        y = np.int64((u + t * v) // s)
+        return np.int64((u + t * v) // s), cur
+
+
+@njit(inline="always", cache=True)
+def _discrete_laplace_one(t: U64, s: U64, key: Words, buf: Words, cur: Cursor) -> np.int64:
+    """Exact Lap_Z(t/s): Canonne-Kamath-Steinke 2020, Alg 2 (pmf proportional to exp(-|z| s/t))."""
+    while True:
+        y, cur = _geometric(t, s, key, buf, cur)
         bit, cur = _word32(key, buf, cur)
         negative = (bit & _ONE) == _ONE
         if negative and y == 0:

@@ -15,11 +15,9 @@ from numba import njit
 
 from dpsynth._types import Counts
 from dpsynth.noise._kernels import (
-    Cursor,
     Words,
-    _bernoulli_exp,
+    _geometric,
     _start,
-    _uniform_below,
     _word32,
     chacha20_block,
 )
@@ -31,24 +29,6 @@ _TWO_53 = 9007199254740992.0
 AMBIGUOUS = -2
 #: gap(): no further draw of the vector is nonzero
 BEYOND = -1
-
-
-@njit(inline="always", cache=True)
-def _geometric(t: U64, s: U64, key: Words, buf: Words, cur: Cursor) -> tuple[np.int64, Cursor]:
-    """Exact Y with P(Y = y) ∝ e^{−y s/t}, y ≥ 0: Canonne–Kamath–Steinke 2020, Alg 2 before its
-    sign (the same steps as ``_discrete_laplace_one``)."""
-    while True:
-        u, cur = _uniform_below(t, key, buf, cur)
-        d, cur = _bernoulli_exp(u, t, key, buf, cur)
-        if not d:
-            continue
-        v = _ZERO
-        while True:
-            a, cur = _bernoulli_exp(_ONE, _ONE, key, buf, cur)
-            if not a:
-                break
-            v += _ONE
-        return np.int64((u + t * v) // s), cur
 
 
 @njit(cache=True)
