@@ -153,24 +153,9 @@ def test_P16_guided_leaf_noise_is_as_frequent_as_its_scale() -> None:
     one-sided exact binomial, false alarm ≤ 1e-6 per kind. At ¼ of the scale zeros are 3-4×
     as frequent."""
     share = GUIDED_SHARES["add_remove"]
-    noise: dict[str, list[np.ndarray]] = {"block": [], "node": []}
-    for k in range(6):
-        synth = OnlineSynthesizer(2, EPSILON, bytes([k]) * 32, 40, "guided", 8,
-                                  neighbours="add_remove")
-        points = np.random.default_rng(9).random((15 * 40, 2))  # public test data
-        for step in range(1, 16):  # blocks 0-3 close at steps 1, 3, 7, 15
-            batch = points[(step - 1) * 40:step * 40]
-            synth.add(batch)
-            synth.step()
-            b, mech = step.bit_length() - 1, synth._mechanism
-            node = mech.nodes.get((0, step - (1 << b)))  # gone at its block's last step
-            if b >= 1 and node is not None:
-                noise["node"].append(_leaf_noise(node, batch))
-        for b in (1, 2, 3):
-            block = points[((1 << b) - 1) * 40:((2 << b) - 1) * 40]
-            noise["block"].append(_leaf_noise(mech.blocks[b], block))
+    noise = _guided_leaf_noise(EPSILON)
     for kind, epsilon in (("block", share["top"]), ("node", share["nodes"])):
-        z = np.concatenate(noise[kind])
+        z = noise[kind]
         p = math.exp(-epsilon)  # e^{−1/σ}, σ = 1/ε_h
         p_zero = (1 - p) / (1 + p)
         assert z.size >= 150, (kind, z.size)
@@ -187,31 +172,39 @@ def test_P16_sparse_leaf_noise_is_as_frequent_as_its_scale() -> None:
 
     epsilon = 8.0
     share = GUIDED_SHARES["add_remove"]
-    noise: dict[str, list[np.ndarray]] = {"block": [], "node": []}
-    for k in range(6):
-        synth = OnlineSynthesizer(2, epsilon, bytes([k]) * 32, 40, "guided", 8,
-                                  neighbours="add_remove")
-        points = np.random.default_rng(9).random((15 * 40, 2))  # public test data
-        for step in range(1, 16):
-            batch = points[(step - 1) * 40:step * 40]
-            synth.add(batch)
-            synth.step()
-            b, mech = step.bit_length() - 1, synth._mechanism
-            node = mech.nodes.get((0, step - (1 << b)))
-            if b >= 1 and node is not None:
-                noise["node"].append(_leaf_noise(node, batch))
-        for b in (1, 2, 3):
-            block = points[((1 << b) - 1) * 40:((2 << b) - 1) * 40]
-            noise["block"].append(_leaf_noise(mech.blocks[b], block))
+    noise = _guided_leaf_noise(epsilon)
     for kind, eps_h in (("block", share["top"] * epsilon), ("node", share["nodes"] * epsilon)):
         assert eps_h < REFINE_FROM  # no refinement: the leaves are the guided partition's
-        z = np.concatenate(noise[kind])
+        z = noise[kind]
         p = math.exp(-eps_h)
         pi = 2 * p / (1 + p)
         assert pi <= NONZERO_SHARE  # the sparse sampler draws these
         assert z.size * pi >= 20, (kind, z.size)
         nonzero = int((z != 0).sum())
         assert stats.binom.cdf(nonzero, z.size, pi) > 1e-6, (kind, nonzero, z.size, pi)
+
+
+def _guided_leaf_noise(epsilon: float) -> dict[str, np.ndarray]:
+    """The released leaf noise of guided (add/remove, d = 2, 8 levels, steps of 40 public test
+    points) over 6 keys: of the block histograms b = 1-3 (ε_top) and of the level-0 nodes of
+    blocks 1-3 (ε_o), each kind concatenated."""
+    noise: dict[str, list[np.ndarray]] = {"block": [], "node": []}
+    for k in range(6):
+        synth = OnlineSynthesizer(2, epsilon, bytes([k]) * 32, 40, "guided", 8,
+                                  neighbours="add_remove")
+        points = np.random.default_rng(9).random((15 * 40, 2))  # public test data
+        for step in range(1, 16):  # blocks 0-3 close at steps 1, 3, 7, 15
+            batch = points[(step - 1) * 40:step * 40]
+            synth.add(batch)
+            synth.step()
+            b, mech = step.bit_length() - 1, synth._mechanism
+            node = mech.nodes.get((0, step - (1 << b)))  # gone at its block's last step
+            if b >= 1 and node is not None:
+                noise["node"].append(_leaf_noise(node, batch))
+        for b in (1, 2, 3):
+            block = points[((1 << b) - 1) * 40:((2 << b) - 1) * 40]
+            noise["block"].append(_leaf_noise(mech.blocks[b], block))
+    return {kind: np.concatenate(arrays) for kind, arrays in noise.items()}
 
 
 def _leaf_noise(summary: Summary, points: np.ndarray) -> np.ndarray:
