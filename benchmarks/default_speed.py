@@ -19,7 +19,10 @@ the same ε, warmed up at that ε) timed in the same process — the ratio onlin
 skips the next t when 10× its seconds so far would exceed ``--budget`` (printed as not
 measured):
 
-    NUMBA_NUM_THREADS=1 python -m benchmarks.default_speed --grid [--max-t 10000000]
+    NUMBA_NUM_THREADS=1 python -m benchmarks.default_speed --grid [--max-t 10000000] [--growth G]
+
+``--growth G`` sets ``release_growth``: steps grow to ≈ G·t records (a release every 500 records
+at first).
 
 Only the public API that every version since 0.2 has (``OnlineSynthesizer``, ``add``,
 ``step``, ``extend``, ``release``, ``dpsynth.datasets.load_gowalla``) is used, so an old
@@ -117,19 +120,21 @@ def _grid_stream(name: str, n: int) -> np.ndarray:
 
 
 def _grid_run(x: np.ndarray, epsilon: float, mechanism: str, sizes: tuple[int, ...],
-              budget: float) -> dict[int, float]:
-    """Seconds to each t of ``sizes`` (ascending) of one online run; stops past ``budget``."""
+              budget: float, growth: float = 0.0) -> dict[int, tuple[float, int]]:
+    """(seconds, releases) to each t of ``sizes`` (ascending) of one online run; stops past
+    ``budget``. ``growth``: ``release_growth`` (passed only when set: old checkouts lack it)."""
     from dpsynth import OnlineSynthesizer
 
-    OnlineSynthesizer(2, epsilon, bytes(32), STEP, mechanism=mechanism).extend(x[:2000])  # warm
-    synth = OnlineSynthesizer(2, epsilon, (5000).to_bytes(32, "big"), STEP, mechanism=mechanism)
-    out, done, seconds = {}, 0, 0.0
+    options = {"mechanism": mechanism, **({"release_growth": growth} if growth else {})}
+    OnlineSynthesizer(2, epsilon, bytes(32), STEP, **options).extend(x[:2000])  # warm
+    synth = OnlineSynthesizer(2, epsilon, (5000).to_bytes(32, "big"), STEP, **options)
+    out, done, seconds, releases = {}, 0, 0.0, 0
     for t in sizes:
         for lo in range(done, t, 100_000):
             began = time.perf_counter()
-            synth.extend(x[lo:min(t, lo + 100_000)])
+            releases += len(synth.extend(x[lo:min(t, lo + 100_000)]))
             seconds += time.perf_counter() - began
-        done, out[t] = t, seconds
+        done, out[t] = t, (seconds, releases)
         if 10 * seconds > budget:  # the next t costs at least 10× as much
             break
     return out
@@ -145,36 +150,41 @@ def _pmm_seconds(x: np.ndarray, epsilon: float) -> float:
 
 def speed_grid(mechanism: str = "auto", max_t: int = 10_000_000, budget: float = 600.0,
                epsilons: tuple[float, ...] = GRID_EPSILONS,
-               streams: tuple[str, ...] = ("uniform", "multiscale-100")) -> None:
+               streams: tuple[str, ...] = ("uniform", "multiscale-100"),
+               growth: float = 0.0) -> None:
     """Print the ε × t grid (module docstring) as a markdown table, row by row."""
     from dpsynth.errors import ConfigError
 
     sizes = tuple(t for t in GRID_SIZES if t <= max_t)
     print(f"load {os.getloadavg()[0]:.1f} at start; NUMBA_NUM_THREADS="
-          f"{os.environ.get('NUMBA_NUM_THREADS', 'unset')}; mechanism {mechanism}")
+          f"{os.environ.get('NUMBA_NUM_THREADS', 'unset')}; mechanism {mechanism}; "
+          f"release_every {STEP}, release_growth {growth:g}")
     print("| stream | ε | t | records/s | marginal µs/record (last decade) | ÷ first 10⁴ "
-          "| online ÷ one PMM | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| online ÷ one PMM | releases to t | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in streams:
         x = _grid_stream(name, sizes[-1])
         for epsilon in epsilons:
             _pmm_seconds(x[:2000], epsilon)  # compiled, caches filled at this ε
             try:
-                seconds = _grid_run(x, epsilon, mechanism, sizes, budget)
+                runs = _grid_run(x, epsilon, mechanism, sizes, budget, growth)
             except ConfigError as refused:  # e.g. paper above its per-record ε
-                print(f"| {name} | {epsilon:g} | all | refused: {refused} | | | | |", flush=True)
+                print(f"| {name} | {epsilon:g} | all | refused: {refused} | | | | | |",
+                      flush=True)
                 continue
+            seconds = {t: run[0] for t, run in runs.items()}
             first = seconds[sizes[0]] / sizes[0]
             previous = (0, 0.0)
             for t in sizes:
                 if t not in seconds:
-                    print(f"| {name} | {epsilon:g} | {t:,} | not measured (budget) | | | | |")
+                    print(f"| {name} | {epsilon:g} | {t:,} | not measured (budget) | | | | | |")
                     continue
                 marginal = (seconds[t] - previous[1]) / (t - previous[0])
                 pmm = _pmm_seconds(x[:t], epsilon)
                 print(f"| {name} | {epsilon:g} | {t:,} | {t / seconds[t]:,.0f} | "
                       f"{marginal * 1e6:.2f} | {marginal / first:.2f} | "
-                      f"{seconds[t] / pmm:.1f} | {os.getloadavg()[0]:.1f} |", flush=True)
+                      f"{seconds[t] / pmm:.1f} | {runs[t][1]:,} | {os.getloadavg()[0]:.1f} |",
+                      flush=True)
                 previous = (t, seconds[t])
 
 
@@ -190,12 +200,14 @@ def main() -> None:
                         help="--grid: seconds per stream and ε before the larger t are skipped")
     parser.add_argument("--epsilons", type=float, nargs="+", default=GRID_EPSILONS)
     parser.add_argument("--streams", nargs="+", default=("uniform", "multiscale-100"))
+    parser.add_argument("--growth", type=float, default=0.0,
+                        help="--grid: release_growth (0: a release every 500 records)")
     parser.add_argument("--one", nargs=2, metavar=("DATA", "NOTION"),
                         help="measure one case with the code on PYTHONPATH (used internally)")
     args = parser.parse_args()
     if args.grid:
         speed_grid(args.mechanism, args.max_t, args.budget, tuple(args.epsilons),
-                   tuple(args.streams))
+                   tuple(args.streams), args.growth)
         return
     if args.one:
         print(f"{records_per_second(*args.one):.0f}")

@@ -51,6 +51,9 @@ class Synthesizer(Protocol[R]):
     def open_records(self) -> int:
         """Records of the open step (not yet released)."""
 
+    def records_until_step(self) -> int:
+        """Records until :meth:`extend` ends the open step (replacement: a public count)."""
+
     @property
     def dropped(self) -> int:
         """Records over their user's bound, not counted (an operator metric; 0 per record)."""

@@ -121,7 +121,8 @@ class SynthesisSettings(_create_model(  # type: ignore[misc]
             if value not in (None, "record")}  # the synthesizer checks the combination
         return OnlineSynthesizer(
             d, self.epsilon, key, self.release_every, self.mechanism, self.max_depth,
-            partition=partition, neighbours=self.neighbours, **units, **options,
+            partition=partition, neighbours=self.neighbours,
+            release_growth=self.release_growth, **units, **options,
         )
 
     def user_schema(self, schema: Schema, *, label: Callable[[str], str] = env_name

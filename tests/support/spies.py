@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from dpsynth.noise import KeyedNoise
+from dpsynth.noise import KeyedNoise, effective_scale
 from dpsynth.online import privtree
 
 
@@ -65,8 +65,16 @@ def decisions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[float, tup
         seen.append((int(t) / int(s) / privtree.GRID, contexts[key.tobytes()]))
         return real_descend(key, t, s, *rest)
 
+    def descend_nonzero(cells, cum, params, noise, context, *rest):  # type: ignore[no-untyped-def]
+        sigma = effective_scale(params.scale_units)  # as the sampler rounds it (P2a)
+        seen.append((sigma.numerator / sigma.denominator / privtree.GRID,
+                     (*context, "split")))
+        return real_nonzero(cells, cum, params, noise, context, *rest)
+
+    real_nonzero = privtree._descend_nonzero
     monkeypatch.setattr(KeyedNoise, "subkey", subkey)
     monkeypatch.setattr(privtree, "_descend", descend)
+    monkeypatch.setattr(privtree, "_descend_nonzero", descend_nonzero)
     yield seen
 
 

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from dpsynth.clock import TickClock, level_of, level_start
+from dpsynth.clock import TickClock, level_of, level_start, step_records
 from dpsynth.errors import ConfigError
 
 EPSILONS = [1.0, 0.3, 0.1, 2.5, 4.0, 1 / 3]
@@ -69,3 +69,22 @@ def test_bad_epsilon_is_refused(bad: float) -> None:
 def test_bad_release_every_is_refused() -> None:
     with pytest.raises(ConfigError, match="release_every"):
         TickClock(epsilon=1.0, release_every=0)
+
+
+@pytest.mark.parametrize("every", [1, 7, 500])
+@pytest.mark.parametrize("growth", [0.0, 0.01, 0.1, 0.5, 1.0, 3.0])
+def test_grown_steps_are_aligned_never_shrink_and_follow_the_growth(every: int,
+                                                                    growth: float) -> None:
+    """release_growth: every step N·2^k records, starting at a multiple of its size, at most
+    max(N, g·t), never smaller than the one before, and (once g·t ≥ 2N) at least g·t/4 — so the
+    number of releases per doubling of t is bounded by about 8/g."""
+    t, previous = 0, every
+    while t < 5_000 * every:
+        size = step_records(t, every, growth)
+        assert size % every == 0 and (size // every).bit_count() == 1
+        assert t % size == 0 and size <= max(every, growth * t) and size >= previous
+        if growth == 0:
+            assert size == every
+        elif growth * t >= 8 * every:
+            assert size >= growth * t / 4, (t, size)
+        t, previous = t + size, size

@@ -243,3 +243,73 @@ def test_counts_of_unsorted_records_on_a_morton_partition_match_the_histogram_pa
                                 address_depth=12)
         assert got.tolist() == want.tolist()
 
+
+
+def _reference_nonzero_leaves(cells: np.ndarray, weights: np.ndarray, params,
+                              noise: KeyedNoise, context: tuple,
+                              address_depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Alg 1 level by level, each level's decision noise the dense form of its nonzero draws
+    (``discrete_laplace_nonzero`` at context + ("split", k), one value per node in order)."""
+    cum = np.concatenate([[0], np.cumsum(weights)])
+    active, depths, prefixes = np.zeros(1, np.uint64), [], []
+    for i in range(params.max_depth // params.stride + 1):
+        k = i * params.stride
+        if active.size == 0:
+            break
+        if k == params.max_depth:
+            depths.append(np.full(active.size, k)), prefixes.append(active)
+            break
+        shift = np.uint64(address_depth - k)
+        counts = (cum[np.searchsorted(cells, (active + np.uint64(1)) << shift)]
+                  - cum[np.searchsorted(cells, active << shift)])
+        z = np.zeros(active.size, np.int64)
+        at, values = noise.discrete_laplace_nonzero(params.scale_units, (*context, "split", k),
+                                                    active.size)
+        z[at] = values
+        split = biased_counts(counts, i, params.delta_units, params.theta_units) + z \
+            > params.theta_units
+        depths.append(np.full(int((~split).sum()), k)), prefixes.append(active[~split])
+        parents = active[split] << np.uint64(params.stride)
+        active = (parents[:, None] | np.arange(params.fanout, dtype=np.uint64)).reshape(-1)
+    return np.concatenate(depths), np.concatenate(prefixes)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_P2c_nearly_certain_decisions_draw_their_nonzero_noise_level_by_level(stride) -> None:
+    """Where P(Lap_Z ≠ 0) ≤ ¼ at the decision scale (a large ε_s: public), the descent draws
+    each level's noise as its nonzero values: the same leaves, in the same order, as Alg 1
+    level by level with that noise (random histograms, several budgets and depths)."""
+    from dpsynth.noise.sparse import nonzero_share
+    from dpsynth.online.privtree import NONZERO_SHARE
+
+    rng = np.random.default_rng(12)
+    for trial in range(40):
+        depth = int(rng.integers(1, 11)) * 2
+        n = int(rng.integers(0, 3000))
+        raw = (rng.random(n) if trial % 2 else rng.normal(0.3, 0.01, n).clip(0, 0.999))
+        cells, weights = np.unique((raw * (1 << depth)).astype(np.uint64), return_counts=True)
+        params = privtree_params(float(rng.choice([200.0, 1e3, 1e5])), max_depth=depth,
+                                 stride=stride)
+        assert nonzero_share(params.scale_units) <= NONZERO_SHARE
+        noise = KeyedNoise(rng.bytes(32))
+        got = privtree_leaves(cells, weights, params, noise, ("t", trial), address_depth=depth)
+        want = _reference_nonzero_leaves(cells, weights, params, noise, ("t", trial), depth)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("count", [0, 1])
+def test_P2c_nonzero_decisions_split_with_the_decision_probability(count: int) -> None:
+    """The root of a sparse-noise tree (θ = 1 record, so a root of 1 record is at the
+    threshold) splits with P(b + Z > θ) exactly: 12,000 fixed keys, two-sided binomial test at
+    α = 1e-4 (normal approximation, the expected count ≥ 20)."""
+    params = privtree_params(200.0, max_depth=4, theta=1.0)
+    cells = np.zeros(count, np.uint64)
+    weights = np.ones(count, np.int64)
+    keys = 12_000
+    splits = sum(int(privtree_leaves(cells, weights, params, KeyedNoise(
+        i.to_bytes(32, "big")), ("root",), address_depth=4)[0][0] > 0) for i in range(keys))
+    b = int(biased_counts(np.array([count]), 0, params.delta_units, params.theta_units)[0])
+    prob = _split_prob(b, params.theta_units, params.scale_units)
+    assert keys * prob >= 20
+    assert abs(splits - keys * prob) < 3.9 * math.sqrt(keys * prob * (1 - prob)), (splits, prob)

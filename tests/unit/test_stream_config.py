@@ -226,6 +226,10 @@ def test_neighbours_setting_is_validated_and_bound_to_the_state(env):
     with pytest.raises(ConfigError, match="Unset DPSYNTH_RELEASE_EVERY"):
         load_config(env)
     del env["DPSYNTH_RELEASE_EVERY"]
+    env["DPSYNTH_RELEASE_GROWTH"] = "0.1"  # grows steps of N records: refused likewise
+    with pytest.raises(ConfigError, match="unset it"):
+        load_config(env)
+    del env["DPSYNTH_RELEASE_GROWTH"]
     env["DPSYNTH_TICK_SECONDS"] = "0"  # no marker: no step would ever end
     with pytest.raises(ConfigError, match="DPSYNTH_TICK_SECONDS=60"):
         load_config(env)

@@ -239,3 +239,46 @@ def test_P11_under_replace_a_tick_releases_what_is_new_and_keeps_the_grid(mechan
         later = [r for r in releases if r.t in (200, 300)]
         for a, b in zip(later, plain[1:], strict=True):
             assert np.array_equal(a.leaf_counts, b.leaf_counts) and a.depth == b.depth
+
+
+@pytest.mark.parametrize("mechanism", ["guided", "adaptive"])
+def test_release_growth_releases_on_the_grown_grid_whatever_the_chunks(mechanism: str) -> None:
+    """Steps of N·2^k records (:func:`~dpsynth.clock.step_records`): releases at the grid's
+    ends, byte-identical however ``extend`` is called and across a snapshot mid-step; the
+    growth is in the metadata and the stored configuration (P11: a function of t only)."""
+    from dpsynth.clock import step_records
+
+    x = blobs(3000, 2, 9)
+    ends, t = [], 0
+    while t + step_records(t, 50, 0.25) <= len(x):
+        t += step_records(t, 50, 0.25)
+        ends.append(t)
+    assert len(ends) < len(x) // 50 // 2  # it grew
+
+    def synth() -> OnlineSynthesizer:
+        return OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=50,
+                                 mechanism=mechanism, release_growth=0.25)
+
+    whole = synth().extend(x)
+    assert [r.t for r in whole] == ends
+    assert {r.metadata["release_growth"] for r in whole} == {0.25}
+    rng = np.random.default_rng(3)
+    cuts = np.sort(rng.choice(np.arange(1, len(x)), 40, replace=False))
+    pieces, first = [], synth()
+    for lo, hi in zip([0, *cuts[:20]], cuts[:21], strict=True):
+        pieces += first.extend(x[lo:hi])
+    restored = OnlineSynthesizer.restore(first.snapshot(), KEY)
+    assert restored.records_until_step() == first.records_until_step()
+    for lo, hi in zip(cuts[20:], [*cuts[21:], len(x)], strict=True):
+        pieces += restored.extend(x[lo:hi])
+    assert pieces == whole
+
+
+def test_release_growth_is_refused_where_it_cannot_apply() -> None:
+    with pytest.raises(ConfigError, match="release_growth needs a step mechanism"):
+        OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=50, mechanism="paper",
+                          release_growth=0.1)
+    with pytest.raises(ConfigError, match="release_growth"):
+        OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=50, release_growth=-1.0)
+    fixed = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=50)
+    assert "release_growth" not in fixed.extend(blobs(50, 2, 1))[0].metadata  # bytes as before

@@ -144,13 +144,15 @@ def drive(synth: Synthesizer[Any], data: AuditInput) -> list[Any]:
 
 
 def online_entry(mechanism: str, notion: str, d: int = 2, epsilon: float = AUDIT_EPSILON,
-                 suffix: str = "") -> EntryPoint:
+                 suffix: str = "", release_growth: float = 0.0) -> EntryPoint:
     """``OnlineSynthesizer(mechanism=…, neighbours=…)``: add + step per step (add/remove), or
-    ``extend`` with a release every step's records (replacement)."""
+    ``extend`` with a release every step's records (replacement; with ``release_growth``,
+    steps that grow with t)."""
 
     def run(data: AuditInput, key: bytes) -> Output:
         synth = OnlineSynthesizer(d, epsilon, key, PER_STEP, mechanism,
-                                  AUDIT_MAX_DEPTH, neighbours=notion)
+                                  AUDIT_MAX_DEPTH, neighbours=notion,
+                                  release_growth=release_growth)
         return point_releases_output(drive(synth, data), key)
 
     name = f"library:{mechanism}:{notion}" + ("" if d == 2 else f":d{d}") + suffix
@@ -233,6 +235,9 @@ def library_entries() -> list[EntryPoint]:
     entries += [online_entry(m, "add_remove") for m in (*step_mechanisms(), AUTO)]
     entries += [online_entry("auto", n, d=1) for n in NOTIONS]  # d = 1: auto is guided
     entries += [refined_entry(n) for n in NOTIONS]  # guided's paid refinement (P16)
+    # steps of 10, 20 and 40 records over the 120 (release_growth 0.5: releases at 10, 20,
+    # 30, 40, 60, 80, 120)
+    entries += [online_entry("guided", "replace", suffix=":growth", release_growth=0.5)]
     entries += [offline_entry(m, n) for m in ("pmm", "psmm") for n in NOTIONS]
     entries += [offline_entry("lowdim", "replace")]
     entries += [tabular_entry(n) for n in NOTIONS]

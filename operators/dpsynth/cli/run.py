@@ -104,12 +104,11 @@ class Outputs:
         (self.out / "schema.json").write_text(json.dumps(self.schema.to_dict(), indent=2) + "\n")
 
 
-def _write_release(release: Release, outputs: Outputs,
-                   release_every: int) -> tuple[int, int, Path]:
-    """Write one release (and its points); returns (sequence, records fed so far, path).
+def _write_release(release: Release, outputs: Outputs) -> tuple[int, int, Path]:
+    """Write one release (and its points); returns (sequence, records behind it, path).
 
-    Releases come every ``release_every`` records, so release k follows k·release_every
-    records (under add/remove, ``release.t`` is the noisy released size instead).
+    The records are ``release.t``: the count under replacement; a step feed (add/remove:
+    a noisy size) counts its own instead.
     """
     sequence = int(release.metadata["sequence"])
     path = outputs.releases / f"release-{sequence:06d}.bin"
@@ -118,7 +117,7 @@ def _write_release(release: Release, outputs: Outputs,
     if outputs.points:  # post-processing: the release's points in units (--points-format)
         write_points_file(outputs.points_dir / f"points-{sequence:06d}.arrow", release,
                           outputs.schema, run_id=outputs.run_id, partition=0)
-    return sequence, sequence * release_every, path
+    return sequence, int(release.t), path
 
 
 def _feed(synth: OnlineSynthesizer, source: Source, outputs: Outputs,
@@ -147,7 +146,7 @@ def _feed(synth: OnlineSynthesizer, source: Source, outputs: Outputs,
 
         for points, releases in feed(synth, chunks(), steps=False):
             parts.append(_counted(synth, points))
-            files += [_write_release(r, outputs, synth.release_every) for r in releases]
+            files += [_write_release(r, outputs) for r in releases]
             progress.update(task, advance=sizes[-1], releases=len(files))
     true = np.concatenate(parts) if parts else np.zeros((0, source.d))
     return RunLog(true, files, diagnostics)
@@ -191,7 +190,7 @@ def _feed_steps(synth: OnlineSynthesizer, source: Source, steps: TimeSteps, outp
         # privacy: P11 (a step ends at the end of a declared time bucket)
         for step_points, (release,) in feed(synth, buckets, steps=True):
             counted.append(_counted(synth, step_points))
-            sequence, _, path = _write_release(release, outputs, 1)
+            sequence, _, path = _write_release(release, outputs)
             files.append((sequence, sum(len(c) for c in counted), path))
             progress.advance(task)
     true = np.concatenate(counted) if counted else np.zeros((0, source.d))
@@ -244,6 +243,7 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
             "max_contributions_per_step": synth.users.per_step,
             "records_dropped": synth.dropped}),
         "release_every": synth.release_every if steps is None else None,
+        "release_growth": synth.release_growth if steps is None else None,
         "time_steps": None if steps is None else {
             "column": steps.column, "origin": steps.origin, "period": steps.period,
             "end": steps.end, "steps": len(log.files)},
@@ -255,7 +255,7 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
 
 @click.command(epilog=EXIT_STATUS_HELP)
 @source_options
-@declared_options("epsilon", "release_every", "max_depth")
+@declared_options("epsilon", "release_every", "release_growth", "max_depth")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("dpsynth-out"), show_default=True,
               help="Output directory (new, or an earlier run's, whose outputs are replaced).")
@@ -275,7 +275,8 @@ def _summary(synth: OnlineSynthesizer, source: Source, log: RunLog, final: dict[
                    "not private); --no-report writes only the releases and dead-letter.ndjson.")
 @fail_on_dpsynth_error
 def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, points: int,
-        seed: int, limit: int | None, epsilon: float, release_every: int, max_depth: int,
+        seed: int, limit: int | None, epsilon: float, release_every: int,
+        release_growth: float, max_depth: int,
         out: Path, w1_points: int, run_id: str | None, mechanism: str, neighbours: str,
         time_column: str | None, time_origin: str | None, time_period: float | None,
         time_end: str | None, privacy_unit: str, user_column: str,
@@ -294,13 +295,17 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
         raise click.UsageError(f"--time-column: --mechanism {mechanism} counts time in records; "
                                f"use --mechanism {', '.join(step_mechanisms())} (steps of "
                                "public time)")
+    if steps is not None and release_growth:
+        raise click.UsageError("--release-growth grows steps of --release-every records; with "
+                               "--time-column a step is a period of time: drop one of them")
     console, err = Console(highlight=False, soft_wrap=True), stderr_console()
     noise_key = resolve_key()
     key, key_label, is_demo = noise_key.reveal(), noise_key.label(), noise_key.is_demo
     run_id = run_id or f"run-{noise_key.fingerprint}"  # privacy: P13 (one run id per key)
     try:  # a combination of options the library refuses is a usage error
         settings = SynthesisSettings.of(
-            epsilon=epsilon, release_every=release_every, max_depth=max_depth,
+            epsilon=epsilon, release_every=release_every, release_growth=release_growth,
+            max_depth=max_depth,
             mechanism=mechanism, neighbours=neighbours, privacy_unit=privacy_unit,
             max_contributions=max_contributions,
             max_contributions_per_step=max_contributions_per_step,
@@ -321,7 +326,8 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
         err.print(f"[bold yellow]{warning}[/]", highlight=False)
     console.print(f"input: {source.label}")
     mechanism = synth.mechanism  # "auto" resolved
-    when = (f"a release every {release_every:,} records" if steps is None else
+    growth = f", growing to {release_growth:g}·t" if release_growth else ""
+    when = (f"a release every {release_every:,} records{growth}" if steps is None else
             f"a release per {steps.period:,.10g} of {steps.column!r} from {time_origin}"
             + ("" if time_end is None else f" to {time_end}"))
     unit = ("" if synth.users is None else f", per user of at most "

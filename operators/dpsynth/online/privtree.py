@@ -243,6 +243,8 @@ def _leaves_and_counts(cells: CellIds, weights: Counts, params: PrivTreeParams,
         raise ValueError("address_depth must be at least the PrivTree's max_depth")
     cells = np.ascontiguousarray(cells, dtype=np.uint64)
     cum = _cumulative(np.asarray(weights, dtype=np.int64))
+    if nonzero_share(params.scale_units) <= NONZERO_SHARE:  # a function of ε_s only (public)
+        return _descend_nonzero(cells, cum, params, noise, context, address_depth)
     sigma = effective_scale(params.scale_units)  # privacy: P2a (rounded up)
     return _descend(noise.subkey((*context, "split")), np.uint64(sigma.numerator),
                     np.uint64(sigma.denominator), cells, cum, address_depth, params.max_depth,
@@ -306,6 +308,42 @@ def _descend(key: NDArray[np.uint64], t: np.uint64, s: np.uint64, cells: CellIds
         active = children[:splits * fanout]
         i += 1
     return leaf_depths[:leaves].copy(), leaf_prefixes[:leaves].copy(), leaf_counts[:leaves].copy()
+
+
+def _descend_nonzero(cells: CellIds, cum: Counts, params: PrivTreeParams, noise: KeyedNoise,
+                     context: Sequence[int | str], address_depth: int
+                     ) -> tuple[Counts, CellIds, Counts]:
+    """:func:`_descend` where almost every decision is certain: level by level, the decision
+    noise of the level's nodes (in the descent's order) is drawn as its nonzero values only,
+    at (context + ("split", k, "nonzero"), j, ·) — the same law as one draw per node (P2c),
+    so the same exact integer decisions b(v) + Z_v > θ (P10) at the cost of the nonzero draws.
+    Leaves come in the same order as :func:`_descend`'s."""
+    depths: list[Counts] = []
+    prefixes: list[CellIds] = []
+    counts: list[Counts] = []
+    stride, fanout = np.uint64(params.stride), np.arange(params.fanout, dtype=np.uint64)
+    active = np.zeros(1, np.uint64)
+    i = 0
+    while active.size:
+        k = i * params.stride
+        shift = np.uint64(address_depth - k)
+        count = (cum[np.searchsorted(cells, (active + np.uint64(1)) << shift)]
+                 - cum[np.searchsorted(cells, active << shift)])
+        if k == params.max_depth:  # forced leaves: no decision
+            split = np.zeros(active.size, bool)
+        else:
+            b = biased_counts(count, i, params.delta_units, params.theta_units)
+            at, z = noise.discrete_laplace_nonzero(params.scale_units, (*context, "split", k),
+                                                   active.size)
+            b[at] += z
+            split = b > params.theta_units
+        leaf = ~split
+        depths.append(np.full(int(leaf.sum()), k, np.int64))
+        prefixes.append(active[leaf])
+        counts.append(count[leaf])
+        active = ((active[split] << stride)[:, None] | fanout).reshape(-1)
+        i += 1
+    return np.concatenate(depths), np.concatenate(prefixes), np.concatenate(counts)
 
 
 def noisy_leaf_counts(

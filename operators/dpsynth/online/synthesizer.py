@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from dpsynth.accounting import Schedule
-from dpsynth.clock import TickClock
+from dpsynth.clock import TickClock, step_records
 from dpsynth.consistency import MAX_COUNT
 from dpsynth.contract import refuse_count_steps, tick_ends_step
 from dpsynth.errors import ConfigError, StateCorruptError
@@ -62,6 +62,12 @@ class OnlineSynthesizer:
         Secret noise key (≥ 16 bytes). Never stored in a snapshot or release.
     release_every
         N: a tick, and a release, every N records (:meth:`extend`).
+    release_growth
+        g ≥ 0 (default 0: every N records). With g > 0, :meth:`extend`'s steps grow with the
+        stream to N·2^k ≤ max(N, g·t) records (:func:`~dpsynth.clock.step_records`): a release
+        holds O(t) cells at large ε·t, so a fixed N makes the cost per record grow with t,
+        while a growth keeps it bounded (docs/benchmarks.md "Speed at every ε and t").
+        Public (t is public under replacement); step mechanisms only.
     mechanism
         ``"auto"`` (default): ``"guided"`` below a per-record ε of 10³, ``"adaptive"`` from it
         on. ``"guided"``: octal time nodes and partitions from released summaries
@@ -113,6 +119,7 @@ class OnlineSynthesizer:
         schedule: Schedule | None = None,
         neighbours: str = "replace",
         current_shape: str = "steps",
+        release_growth: float = 0.0,
         privacy_unit: str = "record",
         max_contributions: int | None = None,
         max_contributions_per_step: int | None = None,
@@ -122,12 +129,14 @@ class OnlineSynthesizer:
         check_library({}, epsilon=epsilon, release_every=release_every, neighbours=neighbours,
                       privacy_unit=privacy_unit, max_contributions=max_contributions,
                       max_contributions_per_step=max_contributions_per_step,
-                      current_shape=current_shape, partition=partition)
+                      current_shape=current_shape, partition=partition,
+                      release_growth=release_growth)
         check_unit(privacy_unit, max_contributions, max_contributions_per_step, neighbours, name,
                    step_mechanisms())
         self.d = d
         self.epsilon = float(epsilon)
         self.release_every = release_every
+        self.release_growth = float(release_growth)
         self.max_depth = max_depth
         self.placement = placement
         self.partition = int(partition)
@@ -149,6 +158,11 @@ class OnlineSynthesizer:
             current_shape=current_shape,
         )
         self.mechanism = self._mechanism.name
+        if self.release_growth and self._mechanism.counts_records:
+            steps = ", ".join(step_mechanisms())
+            raise ConfigError(f"release_growth needs a step mechanism ({steps}); "
+                              f"{self.mechanism!r} counts records on fixed time levels: "
+                              "leave release_growth at 0 or choose a step mechanism")
         self.worst_case_loss = self._mechanism.worst_case_loss
         if self.users is not None:  # privacy: P15 (k × the per-record loss, ≤ ε)
             self.worst_case_loss = self.users.loss(self.worst_case_loss)
@@ -162,6 +176,11 @@ class OnlineSynthesizer:
     def open_records(self) -> int:
         """Records since the latest step or tick end that released (the open step)."""
         return self._open
+
+    def records_until_step(self) -> int:
+        """Records until :meth:`extend` ends the open step (replacement's public count)."""
+        start = self.t - self._open
+        return start + step_records(start, self.release_every, self.release_growth) - self.t
 
     @property
     def records_fed(self) -> int:
@@ -182,6 +201,8 @@ class OnlineSynthesizer:
             "placement": self.placement, "partition": self.partition,
             "neighbours": self.neighbours,
             "current_shape": self.current_shape,
+            # only when set: the stored bytes of every other state stay as they were
+            **({"release_growth": self.release_growth} if self.release_growth else {}),
             **({} if self.users is None else self.users.config()),
         }
 
@@ -238,8 +259,8 @@ class OnlineSynthesizer:
         releases = []
         start = 0
         while start < len(addresses):
-            end_t = min(self.t + self.release_every - self._open,
-                        self._mechanism.tick_limit(self.t))
+            step_end = self.t + self.records_until_step()
+            end_t = min(step_end, self._mechanism.tick_limit(self.t))
             take = min(end_t - self.t, len(addresses) - start)
             self._mechanism.add(addresses[start:start + take])
             start += take
@@ -247,7 +268,7 @@ class OnlineSynthesizer:
             self._open += take
             if self.t == end_t:
                 self._mechanism.end_tick(self.t)
-                if self._open == self.release_every:
+                if self.t == step_end:
                     releases.append(self._make_release())
         return releases
 
@@ -334,6 +355,7 @@ class OnlineSynthesizer:
             "schedule_params": dict(self.schedule_params),
             # under add/remove steps end only at public ticks: no records-per-step (P9)
             "release_every": self.release_every if self.neighbours == "replace" else None,
+            **({"release_growth": self.release_growth} if self.release_growth else {}),
             "max_depth": self.max_depth,
             "placement": self.placement,
             "key_fingerprint": self._noise.fingerprint(),

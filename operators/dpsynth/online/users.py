@@ -53,11 +53,9 @@ def check_unit(privacy_unit: str, max_contributions: int | None, per_step: int |
 class _Feed(Protocol):
     """What :meth:`UserLevel.admitted` reads of the synthesizer: public time."""
 
-    release_every: int
     sequence: int
 
-    @property
-    def open_records(self) -> int: ...
+    def records_until_step(self) -> int: ...
 
 
 def refuse_users(points: np.ndarray, users: Any) -> Iterator[np.ndarray]:
@@ -147,7 +145,7 @@ class UserLevel:
         self.last_admitted = np.zeros(len(points), bool)
         start = 0
         while start < len(points):
-            take = feed.release_every - feed.open_records
+            take = feed.records_until_step()
             admitted = self.admit(keys[start:start + take], feed.sequence)
             self.last_admitted[start:start + take] = admitted
             yield points[start:start + take][admitted]

@@ -41,6 +41,11 @@ SYNTHESIS = [
           help="Replacement: a step, and a release, every N records (the tabular default is "
                "the paper's batches of 200 rows).",
           privacy="Public only because the count is: refused under add/remove (P11)."),
+    Param("release_growth", "float", low=0.0, default=0.0, scopes=ONLINE,
+          help="Replacement: steps grow with the stream to N·2^k ≤ max(N, g·t) records, so "
+               "a release's cost (O(t) cells at large ε·t) stays bounded per record; 0: a "
+               "step every N records. Step mechanisms only.",
+          privacy="Public: a function of t, public under replacement (P11)."),
     Param("max_depth", "int", low=0, high=63, default=DEFAULT_MAX_DEPTH,
           scopes=frozenset({"library", "run", "offline", "worker"}),
           help="Deepest tree level (bounds memory; accuracy plateaus at the leaf size)."),

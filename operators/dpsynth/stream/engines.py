@@ -117,7 +117,12 @@ class SynthesizerEngine:
         """Records until the next release by count (None under add/remove)."""
         if self.synth.neighbours == "add_remove":
             return None
-        return self.release_every - self.synth.open_records
+        return self.synth.records_until_step()
+
+    @property
+    def mid_step(self) -> bool:
+        """Whether records of an open step (or any step, under add/remove) are held."""
+        return self.synth.neighbours == "add_remove" or self.synth.open_records > 0
 
     def snapshot(self) -> bytes:
         """The synthesizer's snapshot; per-user counts are stored apart (P15)."""

@@ -275,7 +275,7 @@ class PartitionProcessor:
             self.metrics.inc("ticks", p, len(releases))
             self.watermark = new[last].offset
             self._unacked += last + 1 - first
-            if self.synth.until_release() != config.release_every:
+            if self.synth.mid_step:
                 self.crash.reached("mid_tick")  # records of an open step or tick
             first, start = last + 1, end
             if first < len(new) and not self.replaying and self.output.releases_due(done):

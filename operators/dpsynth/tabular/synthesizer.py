@@ -258,6 +258,10 @@ class TabularSynthesizer:
         """Records of the open step."""
         return self._n_pending
 
+    def records_until_step(self) -> int:
+        """Records until :meth:`extend` ends the open step."""
+        return self.release_every - self._n_pending
+
     def add(self, codes: np.ndarray, users: Any = None) -> None:
         """Add records (int codes, shape (n, p)) to the open step; nothing is released."""
         _refuse_users(users)
