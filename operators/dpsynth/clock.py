@@ -60,20 +60,22 @@ def step_records(t: int, release_every: int, release_growth: float = 0.0) -> int
     """Records in the step that starts after ``t`` records (replacement's ``extend``).
 
     ``release_every`` N, alone (``release_growth`` 0), gives steps of N records. With a growth
-    g > 0 a step holds N·2^k records, the largest such that N·2^k ≤ max(N, g·t) and N·2^k
-    divides t — so a release costs O(its cells) only every ≈ g·t records, and releases fall on
-    round counts. A function of public values only (t is public under replacement; P11).
+    g > 0 a step holds N·2^k records, the largest such that N·2^k ≤ max(N, g·t): so a release
+    costs O(its cells) only every ≈ g·t records. A function of public values only (t is public
+    under replacement; P11), and of the step's start alone, so a step ended early by a tick
+    marker does not change the sizes after it. From t = 0 and with g = 1/m (m an integer) the
+    steps fall on multiples of their size.
 
     >>> [step_records(t, 100, 0.0) for t in (0, 100, 10_000)]
     [100, 100, 100]
     >>> [step_records(t, 100, 0.25) for t in (700, 800, 1_000, 1_200, 1_600, 2_000, 3_200)]
     [100, 200, 200, 200, 400, 400, 800]
 
-    A step never shrinks: the next start t + N·2^k is again a multiple of N·2^k.
+    A step never shrinks: the size grows with t.
     """
     size = release_every
     if release_growth > 0:
-        while 2 * size <= release_growth * t and t % (2 * size) == 0:
+        while 2 * size <= release_growth * t:
             size *= 2
     return size
 

@@ -96,11 +96,12 @@ def embedded_points_from_input(
     values: Iterable[bytes | None], schema: Schema, *, epsilon: float, release_every: int,
     max_depth: int, partition: int = 0, run_id: str = RUN_ID, key_hex: str = TEST_KEY_HEX,
     neighbours: str = "replace", mechanism: str = "auto",
-    max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+    max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES, release_growth: float = 0.0,
 ) -> dict[int, list[bytes]]:
     """sequence → encoded records of the point engine's releases over an input partition."""
     synth = OnlineSynthesizer(schema.d, epsilon, bytes.fromhex(key_hex), release_every,
-                              mechanism, max_depth, partition=partition, neighbours=neighbours)
+                              mechanism, max_depth, partition=partition, neighbours=neighbours,
+                              release_growth=release_growth)
     releases = _drive(synth, input_steps(values, partition, run_id=run_id, key_hex=key_hex),
                       lambda records: schema.split_valid(records)[0])
     return {int(r.metadata["sequence"]): encode_release(

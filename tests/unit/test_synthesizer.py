@@ -282,3 +282,21 @@ def test_release_growth_is_refused_where_it_cannot_apply() -> None:
         OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=50, release_growth=-1.0)
     fixed = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=50)
     assert "release_growth" not in fixed.extend(blobs(50, 2, 1))[0].metadata  # bytes as before
+
+
+def test_release_growth_goes_on_after_a_tick_ends_a_step_early() -> None:
+    """A tick marker (the worker's timer) ends a grown step early; the next steps are sized from
+    their own start, so the growth goes on (P11: t public under replacement)."""
+    from dpsynth.clock import step_records
+
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=50,
+                              mechanism="guided", release_growth=0.25)
+    x = blobs(6000, 2, 4)
+    synth.extend(x[:1234])
+    assert synth.tick() is not None and synth.open_records == 0
+    ends, t = [], 1234
+    while t + step_records(t, 50, 0.25) <= len(x):
+        t += step_records(t, 50, 0.25)
+        ends.append(t)
+    assert [r.t for r in synth.extend(x[1234:])] == ends
+    assert ends[-1] - ends[-2] >= 800  # grown past the 50 records of a step
