@@ -157,6 +157,29 @@ def test_same_key_same_releases(generated_run: tuple[Path, str], tmp_path: Path,
         assert path.read_bytes() == (tmp_path / "again" / "releases" / path.name).read_bytes()
 
 
+def test_run_with_release_growth_writes_the_grown_releases(tmp_path: Path,
+                                                          no_env_key: None) -> None:
+    """--release-growth: releases at the grown steps' ends (100, 200 … 800, 1000 … 1600,
+    2000, 2400), their records behind each in summary.json; refused beside a time column."""
+    output = _invoke("run", "--points", "2400", "--release-every", "100", "--release-growth",
+                     "0.25", "--w1-points", "300", "--out", str(tmp_path / "out"))
+    assert "growing to 0.25·t" in output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    behind = [fed for _, fed in summary["records_behind_releases"]]
+    assert behind == [*range(100, 900, 100), 1000, 1200, 1400, 1600, 2000, 2400]
+    assert summary["release_growth"] == 0.25
+    for sequence, fed in enumerate(behind, start=1):
+        release = read_release_file(tmp_path / "out" / "releases" / f"release-{sequence:06d}.bin")
+        assert release.t == fed and release.metadata["release_growth"] == 0.25
+    (tmp_path / "events.csv").write_text("ts,x,y\n2026-01-01T00:00:01,0.5,0.5\n")
+    refused = CliRunner().invoke(main, ["run", "--input", str(tmp_path / "events.csv"),
+                                        "--release-growth", "0.1", "--time-column", "ts",
+                                        "--time-origin", "2026-01-01T00:00:00",
+                                        "--time-period", "60", "--time-end",
+                                        "2026-01-02T00:00:00", "--out", str(tmp_path / "x")])
+    assert refused.exit_code != 0 and "--release-growth" in refused.output
+
+
 def test_inspect_prints_header_and_points(generated_run: tuple[Path, str]) -> None:
     out, _ = generated_run
     path = out / "releases" / "release-000002.bin"
