@@ -131,6 +131,7 @@ def test_tabular_settings_are_read_and_defaulted(tmp_path):
     ({"DPSYNTH_TABULAR_COUNTER": "tree"}, "DPSYNTH_TABULAR_COUNTER .* must be one of"),
     ({"DPSYNTH_TABULAR_WORKLOADS_PER_STEP": "0"}, "DPSYNTH_TABULAR_WORKLOADS_PER_STEP"),
     ({"DPSYNTH_ENGINE": None}, "set DPSYNTH_ENGINE=tabular .* or unset DPSYNTH_DOMAIN_FILE"),
+    ({"DPSYNTH_RELEASE_GROWTH": "0.1"}, "DPSYNTH_RELEASE_GROWTH grows the point engine's"),
 ])
 def test_a_bad_tabular_setting_is_refused_with_its_fix(tmp_path, change, fragment):
     env = _env(tmp_path)

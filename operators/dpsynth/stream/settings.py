@@ -269,6 +269,10 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
         if param.engines and name in WorkerConfig.model_fields and getattr(config, name) is None:
             updates[name] = param.default_for(config.engine)
     config = config.model_copy(update=updates)
+    if config.release_growth and config.engine == "tabular":
+        raise ConfigError(
+            "DPSYNTH_RELEASE_GROWTH grows the point engine's steps; the tabular engine takes "
+            "steps of DPSYNTH_RELEASE_EVERY rows: unset it (or use DPSYNTH_ENGINE=points)")
     if config.privacy_unit == "user" and config.engine == "tabular":
         raise ConfigError(
             "DPSYNTH_PRIVACY_UNIT=user is implemented for the point engine only; the tabular "
