@@ -112,3 +112,19 @@ def test_the_guide_resolves_the_siblings_of_a_dense_corner_as_empty() -> None:
     assert not guide_expects_empty(np.arange(256), fine, np.ones(256), 8, depths8,
                                    prefixes8).any()
     assert SIGNIFICANT > 1
+
+
+def test_index_at_is_the_clipped_search_whatever_the_hint() -> None:
+    """``guide_mass.index_at`` galloping from any hint gives searchsorted(side="right") − 1
+    clipped to [0, n − 1] (so the masses are the same floats as a binary search's)."""
+    from dpsynth.online.guide_mass import index_at
+
+    rng = np.random.default_rng(8)
+    for _ in range(300):
+        n = int(rng.integers(1, 200))
+        starts = np.unique(rng.integers(0, 1000, n)).astype(np.float64)
+        for x in np.concatenate([rng.uniform(-10, 1010, 20), starts[:5], [starts[-1]]]):
+            want = min(max(int(np.searchsorted(starts, x, side="right")) - 1, 0),
+                       starts.size - 1)
+            for hint in (0, starts.size - 1, int(rng.integers(-3, starts.size + 3))):
+                assert index_at(starts, float(x), hint) == want

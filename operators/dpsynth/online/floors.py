@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from dpsynth._types import CellIds, Counts, Points
+from dpsynth.online.guide_mass import cumulative_mass, mass_between
 
 #: A leaf whose neighbourhood holds less guide mass than this many records is "expected empty".
 EXPECTED_EMPTY = 0.5
@@ -85,23 +86,14 @@ def leaf_guide_mass(starts: np.ndarray, density: np.ndarray, widths: np.ndarray,
 @njit(cache=True)
 def _leaf_masses(starts: Points, density: Points, widths: Points, depth: int, depths: Counts,
                  prefixes: CellIds) -> Points:
-    cum = np.zeros(starts.size + 1, np.float64)
-    for i in range(starts.size):
-        cum[i + 1] = cum[i] + density[i] * widths[i]
+    cum = cumulative_mass(starts, density, widths)
     out = np.empty(depths.size, np.float64)
+    hint = 0  # leaves come in Morton order: each query starts near the previous one
     for j in range(depths.size):
         span = 2.0 ** (depth - depths[j])  # in depth-`depth` cells (fractional if deeper)
         low = float(prefixes[j]) * span
-        out[j] = _below(starts, density, cum, low + span) - _below(starts, density, cum, low)
+        out[j], hint = mass_between(starts, density, cum, low, low + span, hint)
     return out
-
-
-@njit(cache=True)
-def _below(starts: Points, density: Points, cum: Points, x: float) -> float:
-    """The guide's mass in [0, x) (x in depth-``depth`` cells, possibly fractional)."""
-    i = int(np.searchsorted(starts, x, side="right")) - 1
-    i = min(max(i, 0), starts.size - 1)
-    return float(cum[i] + density[i] * (x - starts[i]))
 
 
 def empty_floor(epsilon: float, empty_leaves: int) -> int:

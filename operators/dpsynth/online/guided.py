@@ -65,6 +65,7 @@ from dpsynth.online.floors import (
     guide_expects_empty,
     self_empty,
 )
+from dpsynth.online.guide_mass import cumulative_mass, mass_between
 from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.refinement import refined_partition
 from dpsynth.online.rounding import Floats, block_intervals, mass_depth, union_grid
@@ -128,19 +129,11 @@ def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, thresh
 
 
 @njit(cache=True)
-def _mass_below(starts, density, cum, x):  # untyped: [tool.mypy]
-    """The guide's mass in [0, x) (x in depth-``depth`` cells, possibly fractional)."""
-    i = min(max(np.searchsorted(starts, x, side="right") - 1, 0), starts.size - 1)
-    return cum[i] + density[i] * (x - starts[i])
-
-
-@njit(cache=True)
 def _partition(starts: Floats, density: Floats, widths: Floats, depth: int, threshold: float,
                d: int, max_depth: int) -> tuple[Counts, CellIds]:
     """:func:`guided_partition` depth first, so the leaves come out in Morton order."""
-    cum = np.zeros(starts.size + 1, np.float64)  # the guide's mass before each interval
-    for i in range(starts.size):
-        cum[i + 1] = cum[i] + density[i] * widths[i]
+    cum = cumulative_mass(starts, density, widths)
+    hint = 0  # depth first: the cells' starts never decrease, each query starts near the last
     depths = np.empty(64, np.int64)
     prefixes = np.empty(64, np.uint64)
     n = 0
@@ -154,8 +147,7 @@ def _partition(starts: Floats, density: Floats, widths: Floats, depth: int, thre
         if k < max_depth:
             span = 2.0 ** (depth - k)
             low = float(prefix) * span
-            mass = _mass_below(starts, density, cum, low + span) - _mass_below(
-                starts, density, cum, low)
+            mass, hint = mass_between(starts, density, cum, low, low + span, hint)
             split = mass >= MIN_SPLIT_MASS and mass * 2.0 ** -(k // d) > threshold
         if split:  # the right child below the left: the left is visited first
             first = prefix << np.uint64(1)
