@@ -134,6 +134,11 @@ def _partition(starts: Floats, density: Floats, widths: Floats, depth: int, thre
     """:func:`guided_partition` depth first, so the leaves come out in Morton order."""
     cum = cumulative_mass(starts, density, widths)
     hint = 0  # depth first: the cells' starts never decrease, each query starts near the last
+    spans = np.empty(max_depth + 1, np.float64)  # a depth-k cell's width in guide cells
+    diameters = np.empty(max_depth + 1, np.float64)  # D_k (exact powers of two)
+    for k in range(max_depth + 1):
+        spans[k] = 2.0 ** (depth - k)
+        diameters[k] = 2.0 ** -(k // d)
     depths = np.empty(64, np.int64)
     prefixes = np.empty(64, np.uint64)
     n = 0
@@ -145,10 +150,9 @@ def _partition(starts: Floats, density: Floats, widths: Floats, depth: int, thre
         k, prefix = stack_depth[top], stack_prefix[top]
         split = False
         if k < max_depth:
-            span = 2.0 ** (depth - k)
-            low = float(prefix) * span
-            mass, hint = mass_between(starts, density, cum, low, low + span, hint)
-            split = mass >= MIN_SPLIT_MASS and mass * 2.0 ** -(k // d) > threshold
+            low = float(prefix) * spans[k]
+            mass, hint = mass_between(starts, density, cum, low, low + spans[k], hint)
+            split = mass >= MIN_SPLIT_MASS and mass * diameters[k] > threshold
         if split:  # the right child below the left: the left is visited first
             first = prefix << np.uint64(1)
             stack_depth[top], stack_prefix[top] = k + 1, first | np.uint64(1)
