@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from dpsynth.noise import KeyedNoise, effective_scale
-from dpsynth.online import privtree
+from dpsynth.online import privtree_descent
 
 
 @pytest.fixture
@@ -49,32 +49,20 @@ def draws(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[float, tuple, 
 def decisions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[float, tuple]]]:
     """Every PrivTree built meanwhile: (its decision noise λ in counts, its split context).
 
-    A spy around the compiled descent (it receives the rounded-up scale σ = λ·GRID as t/s and
-    the subkey of the tree's "split" context, mapped back to the context by a spy on
-    ``KeyedNoise.subkey``)."""
+    Spies around both descents of :mod:`dpsynth.online.privtree_descent` (dense and nonzero
+    only), with λ as the sampler rounds it (σ = λ·GRID rounded up, P2a)."""
     seen: list[tuple[float, tuple]] = []
-    contexts: dict[bytes, tuple] = {}
-    real_subkey, real_descend = KeyedNoise.subkey, privtree._descend
 
-    def subkey(self, context):  # type: ignore[no-untyped-def]
-        words = real_subkey(self, context)
-        contexts[words.tobytes()] = tuple(context)
-        return words
+    def spy(real):  # type: ignore[no-untyped-def]
+        def descend(cells, cum, params, noise, context, *rest):  # type: ignore[no-untyped-def]
+            sigma = effective_scale(params.scale_units)
+            seen.append((sigma.numerator / sigma.denominator / privtree_descent.GRID,
+                         (*context, "split")))
+            return real(cells, cum, params, noise, context, *rest)
+        return descend
 
-    def descend(key, t, s, *rest):  # type: ignore[no-untyped-def]
-        seen.append((int(t) / int(s) / privtree.GRID, contexts[key.tobytes()]))
-        return real_descend(key, t, s, *rest)
-
-    def descend_nonzero(cells, cum, params, noise, context, *rest):  # type: ignore[no-untyped-def]
-        sigma = effective_scale(params.scale_units)  # as the sampler rounds it (P2a)
-        seen.append((sigma.numerator / sigma.denominator / privtree.GRID,
-                     (*context, "split")))
-        return real_nonzero(cells, cum, params, noise, context, *rest)
-
-    real_nonzero = privtree._descend_nonzero
-    monkeypatch.setattr(KeyedNoise, "subkey", subkey)
-    monkeypatch.setattr(privtree, "_descend", descend)
-    monkeypatch.setattr(privtree, "_descend_nonzero", descend_nonzero)
+    for name in ("descend_dense", "descend_nonzero"):
+        monkeypatch.setattr(privtree_descent, name, spy(getattr(privtree_descent, name)))
     yield seen
 
 

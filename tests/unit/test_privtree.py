@@ -313,3 +313,36 @@ def test_P2c_nonzero_decisions_split_with_the_decision_probability(count: int) -
     prob = _split_prob(b, params.theta_units, params.scale_units)
     assert keys * prob >= 20
     assert abs(splits - keys * prob) < 3.9 * math.sqrt(keys * prob * (1 - prob)), (splits, prob)
+
+
+def test_P2c_a_gap_the_compiled_descent_cannot_decide_redraws_the_tree_in_python(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """When double precision leaves a gap undecided (forced here on every gap by a huge
+    margin), the compiled pass gives the tree up and the level-by-level Python descent draws it
+    from the same addresses, the exact path included: the same leaves as the compiled pass."""
+    from dpsynth.online import privtree_descent
+
+    rng = np.random.default_rng(13)
+    raw = rng.normal(0.4, 0.02, 2000).clip(0, 0.999)
+    cells, weights = np.unique((raw * (1 << 12)).astype(np.uint64), return_counts=True)
+    params = privtree_params(300.0, max_depth=12)
+    noise = KeyedNoise(KEY)
+    want = privtree_leaves(cells, weights, params, noise, ("f",), address_depth=12)
+    real_plan, fell_back = KeyedNoise.nonzero_plan, []
+
+    def undecidable(self, scale, contexts):  # type: ignore[no-untyped-def]
+        keys, t, s, lo, hi, _ = real_plan(self, scale, contexts)
+        return keys, t, s, lo, hi, 1e6  # every gap ambiguous in the kernel
+
+    real_levels = privtree_descent._descend_levels
+
+    def levels(*args):  # type: ignore[no-untyped-def]
+        fell_back.append(True)
+        return real_levels(*args)
+
+    monkeypatch.setattr(KeyedNoise, "nonzero_plan", undecidable)
+    monkeypatch.setattr(privtree_descent, "_descend_levels", levels)
+    got = privtree_leaves(cells, weights, params, noise, ("f",), address_depth=12)
+    assert fell_back
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])

@@ -84,15 +84,21 @@ MAX_ROUNDS = 64
 MAX_SHARE = 0.5
 
 
+def nonzero_bounds(t: int, s: int) -> tuple[float, float]:
+    """Bounds of ln|ln(1 − π)| for Lap_Z(t/s), as the kernel takes them; ValueError where
+    π > :data:`MAX_SHARE` (draw every value instead)."""
+    if _share(t, s) > MAX_SHARE:
+        raise ValueError(f"P(Lap_Z ≠ 0) above {MAX_SHARE}: draw every value instead")
+    return _log_abs_log_bounds(t, s)
+
+
 def nonzero_draws(key: Words, t: int, s: int, size: int, *,
                   margin: float = MARGIN) -> tuple[Counts, Counts]:
     """(positions ascending, values) of the nonzero draws among ``size`` iid Lap_Z(t/s), from
     the keystream of ``key`` (a context's subkey); t/s is the effective scale the caller
     rounded up (P2a). ``margin``: the fast path's widening (tests raise it to force the exact
     path on every gap)."""
-    if _share(t, s) > MAX_SHARE:
-        raise ValueError(f"P(Lap_Z ≠ 0) above {MAX_SHARE}: draw every value instead")
-    lo, hi = _log_abs_log_bounds(t, s)
+    lo, hi = nonzero_bounds(t, s)
     indices = np.empty(size, np.int64)
     values = np.empty(size, np.int64)
     forced_j: list[int] = []

@@ -33,15 +33,14 @@ from functools import lru_cache
 
 import numpy as np
 from numba import njit
-from numpy.typing import NDArray
 
 from dpsynth._types import CellIds, Counts
 from dpsynth.errors import ConfigError
-from dpsynth.noise import KeyedNoise, discrete_laplace_draw, effective_scale
+from dpsynth.noise import KeyedNoise, effective_scale
 from dpsynth.noise.sparse import nonzero_share
+from dpsynth.online import privtree_descent
+from dpsynth.online.privtree_descent import GRID, biased_counts
 
-#: Counts, θ and δ are compared in units of 1/GRID.
-GRID = 64
 #: Beyond this many noise scales above θ a node's decision loss is below e^-60 (ignored).
 _TAIL_SCALES = 60
 #: Leaf counts draw only their nonzero noise where P(Lap_Z ≠ 0) is at most this (ε_c ≳ 2.1):
@@ -108,12 +107,6 @@ def _decision_log_probabilities(
         log_split = np.where(a >= 1.0, small_split, np.log1p(-np.exp(np.minimum(small_leaf, 0))))
         log_leaf = np.where(a <= 0.0, small_leaf, np.log1p(-np.exp(np.minimum(small_split, 0))))
     return log_split, log_leaf
-
-
-def biased_counts(counts: np.ndarray, depth: int, delta_units: int, theta_units: int) -> np.ndarray:
-    """b(v)·GRID = max(c·GRID − k·δ, θ − δ) for nodes k decisions deep (Alg 1 line 4)."""
-    c = np.asarray(counts, dtype=np.int64) * GRID
-    return np.maximum(c - depth * delta_units, theta_units - delta_units)
 
 
 def privtree_path_loss(
@@ -227,7 +220,7 @@ def privtree_leaves(
 
     ``cells`` are sorted distinct addresses at ``address_depth`` (≥ params.max_depth) and
     ``weights`` their record counts. Nodes are visited depth by depth in one compiled pass
-    (:func:`_descend`); a node's decision noise is the draw that
+    (:mod:`~dpsynth.online.privtree_descent`); a node's decision noise is the draw that
     ``noise.discrete_laplace_at(λ·GRID, context + ("split",), prefix, depth)`` returns.
     """
     depths, prefixes, _ = _leaves_and_counts(cells, weights, params, noise, context,
@@ -244,106 +237,9 @@ def _leaves_and_counts(cells: CellIds, weights: Counts, params: PrivTreeParams,
     cells = np.ascontiguousarray(cells, dtype=np.uint64)
     cum = _cumulative(np.asarray(weights, dtype=np.int64))
     if nonzero_share(params.scale_units) <= NONZERO_SHARE:  # a function of ε_s only (public)
-        return _descend_nonzero(cells, cum, params, noise, context, address_depth)
-    sigma = effective_scale(params.scale_units)  # privacy: P2a (rounded up)
-    return _descend(noise.subkey((*context, "split")), np.uint64(sigma.numerator),
-                    np.uint64(sigma.denominator), cells, cum, address_depth, params.max_depth,
-                    params.stride, params.delta_units, params.theta_units)
-
-
-@njit(cache=True)
-def _descend(key: NDArray[np.uint64], t: np.uint64, s: np.uint64, cells: CellIds, cum: Counts,
-             address_depth: int, max_depth: int, stride: int, delta_units: int,
-             theta_units: int) -> tuple[Counts, CellIds, Counts]:
-    """Breadth-first PrivTree: decision level i (tree depth k = i·stride) splits node v iff
-    b(v) + Z_v > θ (exact integers; privacy: P10); leaves in the order of the level-wise
-    vectorised descent. Shifts stay in uint64 (numba turns uint64-with-int64 into floats)."""
-    buf = np.empty(16, np.uint64)
-    fanout = 1 << stride
-    leaf_depths = np.empty(64, np.int64)
-    leaf_prefixes = np.empty(64, np.uint64)
-    leaf_counts = np.empty(64, np.int64)
-    leaves = 0
-    active = np.zeros(1, np.uint64)
-    i = 0
-    while active.size > 0:
-        k = i * stride
-        need = leaves + active.size
-        if need > leaf_depths.size:  # grow the output (amortised doubling)
-            size = max(2 * leaf_depths.size, need)
-            leaf_depths = np.concatenate((leaf_depths, np.empty(size - leaf_depths.size, np.int64)))
-            leaf_prefixes = np.concatenate(
-                (leaf_prefixes, np.empty(size - leaf_prefixes.size, np.uint64)))
-            leaf_counts = np.concatenate((leaf_counts, np.empty(size - leaf_counts.size, np.int64)))
-        shift = np.uint64(address_depth - k)
-        if k == max_depth:  # forced leaves: no decision
-            for j in range(active.size):
-                lo = np.searchsorted(cells, active[j] << shift)
-                hi = np.searchsorted(cells, (active[j] + np.uint64(1)) << shift)
-                leaf_depths[leaves] = k
-                leaf_prefixes[leaves] = active[j]
-                leaf_counts[leaves] = cum[hi] - cum[lo]
-                leaves += 1
-            break
-        bias = np.int64(i) * np.int64(delta_units)
-        children = np.empty(active.size * fanout, np.uint64)
-        splits = 0
-        for j in range(active.size):
-            prefix = active[j]
-            lo = np.searchsorted(cells, prefix << shift)
-            hi = np.searchsorted(cells, (prefix + np.uint64(1)) << shift)
-            count = cum[hi] - cum[lo]
-            b = max(count * GRID - bias, theta_units - delta_units)
-            z = discrete_laplace_draw(key, t, s, prefix, np.uint64(k), buf)
-            if b + z > theta_units:
-                first = prefix << np.uint64(stride)
-                for c in range(fanout):
-                    children[splits * fanout + c] = first | np.uint64(c)
-                splits += 1
-            else:
-                leaf_depths[leaves] = k
-                leaf_prefixes[leaves] = prefix
-                leaf_counts[leaves] = count
-                leaves += 1
-        active = children[:splits * fanout]
-        i += 1
-    return leaf_depths[:leaves].copy(), leaf_prefixes[:leaves].copy(), leaf_counts[:leaves].copy()
-
-
-def _descend_nonzero(cells: CellIds, cum: Counts, params: PrivTreeParams, noise: KeyedNoise,
-                     context: Sequence[int | str], address_depth: int
-                     ) -> tuple[Counts, CellIds, Counts]:
-    """:func:`_descend` where almost every decision is certain: level by level, the decision
-    noise of the level's nodes (in the descent's order) is drawn as its nonzero values only,
-    at (context + ("split", k, "nonzero"), j, ·) — the same law as one draw per node (P2c),
-    so the same exact integer decisions b(v) + Z_v > θ (P10) at the cost of the nonzero draws.
-    Leaves come in the same order as :func:`_descend`'s."""
-    depths: list[Counts] = []
-    prefixes: list[CellIds] = []
-    counts: list[Counts] = []
-    stride, fanout = np.uint64(params.stride), np.arange(params.fanout, dtype=np.uint64)
-    active = np.zeros(1, np.uint64)
-    i = 0
-    while active.size:
-        k = i * params.stride
-        shift = np.uint64(address_depth - k)
-        count = (cum[np.searchsorted(cells, (active + np.uint64(1)) << shift)]
-                 - cum[np.searchsorted(cells, active << shift)])
-        if k == params.max_depth:  # forced leaves: no decision
-            split = np.zeros(active.size, bool)
-        else:
-            b = biased_counts(count, i, params.delta_units, params.theta_units)
-            at, z = noise.discrete_laplace_nonzero(params.scale_units, (*context, "split", k),
-                                                   active.size)
-            b[at] += z
-            split = b > params.theta_units
-        leaf = ~split
-        depths.append(np.full(int(leaf.sum()), k, np.int64))
-        prefixes.append(active[leaf])
-        counts.append(count[leaf])
-        active = ((active[split] << stride)[:, None] | fanout).reshape(-1)
-        i += 1
-    return np.concatenate(depths), np.concatenate(prefixes), np.concatenate(counts)
+        return privtree_descent.descend_nonzero(cells, cum, params, noise, context,
+                                                address_depth)
+    return privtree_descent.descend_dense(cells, cum, params, noise, context, address_depth)
 
 
 def noisy_leaf_counts(
