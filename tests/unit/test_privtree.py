@@ -185,9 +185,28 @@ def test_quadrant_splits_partition_the_cube_and_spend_at_most_the_budget() -> No
     assert int(widths.sum()) == 1 << 12  # the leaves tile the cube
 
 
+def _dense_level_noise(noise: KeyedNoise, params, context: tuple, active: np.ndarray,
+                       k: int) -> np.ndarray:
+    """One draw per node at (context + ("split",), prefix, k)."""
+    return noise.discrete_laplace_at(params.scale_units, (*context, "split"), active, k)
+
+
+def _nonzero_level_noise(noise: KeyedNoise, params, context: tuple, active: np.ndarray,
+                         k: int) -> np.ndarray:
+    """The dense form of the level's nonzero draws (``discrete_laplace_nonzero`` at
+    context + ("split", k), one value per node in order)."""
+    z = np.zeros(active.size, np.int64)
+    at, values = noise.discrete_laplace_nonzero(params.scale_units, (*context, "split", k),
+                                                active.size)
+    z[at] = values
+    return z
+
+
 def _reference_leaves(cells: np.ndarray, weights: np.ndarray, params, noise: KeyedNoise,
-                      context: tuple, address_depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """Alg 1 level by level with one vectorised draw per level (the compiled descent's spec)."""
+                      context: tuple, address_depth: int,
+                      level_noise=_dense_level_noise) -> tuple[np.ndarray, np.ndarray]:
+    """Alg 1 level by level with one vectorised draw per level (the compiled descent's spec);
+    ``level_noise`` gives a level's decision noise, one value per active node."""
     cum = np.concatenate([[0], np.cumsum(weights)])
     active, depths, prefixes = np.zeros(1, np.uint64), [], []
     for i in range(params.max_depth // params.stride + 1):
@@ -201,8 +220,7 @@ def _reference_leaves(cells: np.ndarray, weights: np.ndarray, params, noise: Key
         counts = (cum[np.searchsorted(cells, (active + np.uint64(1)) << shift)]
                   - cum[np.searchsorted(cells, active << shift)])
         b = biased_counts(counts, i, params.delta_units, params.theta_units)
-        split = b + noise.discrete_laplace_at(params.scale_units, (*context, "split"), active,
-                                              k) > params.theta_units
+        split = b + level_noise(noise, params, context, active, k) > params.theta_units
         depths.append(np.full(int((~split).sum()), k)), prefixes.append(active[~split])
         parents = active[split] << np.uint64(params.stride)
         active = (parents[:, None] | np.arange(params.fanout, dtype=np.uint64)).reshape(-1)
@@ -245,35 +263,6 @@ def test_counts_of_unsorted_records_on_a_morton_partition_match_the_histogram_pa
 
 
 
-def _reference_nonzero_leaves(cells: np.ndarray, weights: np.ndarray, params,
-                              noise: KeyedNoise, context: tuple,
-                              address_depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """Alg 1 level by level, each level's decision noise the dense form of its nonzero draws
-    (``discrete_laplace_nonzero`` at context + ("split", k), one value per node in order)."""
-    cum = np.concatenate([[0], np.cumsum(weights)])
-    active, depths, prefixes = np.zeros(1, np.uint64), [], []
-    for i in range(params.max_depth // params.stride + 1):
-        k = i * params.stride
-        if active.size == 0:
-            break
-        if k == params.max_depth:
-            depths.append(np.full(active.size, k)), prefixes.append(active)
-            break
-        shift = np.uint64(address_depth - k)
-        counts = (cum[np.searchsorted(cells, (active + np.uint64(1)) << shift)]
-                  - cum[np.searchsorted(cells, active << shift)])
-        z = np.zeros(active.size, np.int64)
-        at, values = noise.discrete_laplace_nonzero(params.scale_units, (*context, "split", k),
-                                                    active.size)
-        z[at] = values
-        split = biased_counts(counts, i, params.delta_units, params.theta_units) + z \
-            > params.theta_units
-        depths.append(np.full(int((~split).sum()), k)), prefixes.append(active[~split])
-        parents = active[split] << np.uint64(params.stride)
-        active = (parents[:, None] | np.arange(params.fanout, dtype=np.uint64)).reshape(-1)
-    return np.concatenate(depths), np.concatenate(prefixes)
-
-
 @pytest.mark.parametrize("stride", [1, 2])
 def test_P2c_nearly_certain_decisions_draw_their_nonzero_noise_level_by_level(stride) -> None:
     """Where P(Lap_Z ≠ 0) ≤ ¼ at the decision scale (a large ε_s: public), the descent draws
@@ -293,7 +282,8 @@ def test_P2c_nearly_certain_decisions_draw_their_nonzero_noise_level_by_level(st
         assert nonzero_share(params.scale_units) <= NONZERO_SHARE
         noise = KeyedNoise(rng.bytes(32))
         got = privtree_leaves(cells, weights, params, noise, ("t", trial), address_depth=depth)
-        want = _reference_nonzero_leaves(cells, weights, params, noise, ("t", trial), depth)
+        want = _reference_leaves(cells, weights, params, noise, ("t", trial), depth,
+                                 _nonzero_level_noise)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
 
