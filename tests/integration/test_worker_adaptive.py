@@ -34,8 +34,7 @@ from tests.support.embedded import check_against_embedded
 from tests.support.markers import (
     committed_watermark,
     counted_through,
-    embedded_points_from_input,
-    expected_through,
+    expected_points_through,
     input_values,
     marker,
 )
@@ -77,13 +76,10 @@ def test_add_remove_worker_survives_a_kill_and_equals_the_embedded_engine(
     values = input_values(kafka_bootstrap, topics.input)
     watermark = committed_watermark(tmp_path / "data")
 
-    def reference(upto: int) -> dict:
-        return {(0, s): r for s, r in embedded_points_from_input(
-            values[:upto], SCHEMA, epsilon=1.0, release_every=1000, max_depth=12,
-            neighbours="add_remove", mechanism="adaptive").items()}
-
     records = read_topic(kafka_bootstrap, topics.output)
-    expected = expected_through(reference(len(values)), reference(watermark + 1), records)
+    expected = expected_points_through(values, SCHEMA, watermark + 1, records, epsilon=1.0,
+                                       release_every=1000, max_depth=12,
+                                       neighbours="add_remove", mechanism="adaptive")
     check_against_embedded(records, expected, "test-run")
     assert len(expected) >= len(MARKER_AFTER) + 1  # the test's markers and the timer's
     for key in sorted(expected):

@@ -43,8 +43,7 @@ from tests.support.embedded import check_against_embedded
 from tests.support.markers import (
     committed_watermark,
     counted_through,
-    embedded_points_from_input,
-    expected_through,
+    expected_points_through,
     input_values,
     marker,
 )
@@ -71,15 +70,9 @@ def _messages(points: np.ndarray) -> list[tuple[int, bytes]]:
 
 def _expected(bootstrap: str, topics, data_dir, records) -> dict:
     """The embedded engine over the input partition (markers included), as far as published."""
-    values = input_values(bootstrap, topics.input)
-
-    def reference(upto: int) -> dict:
-        return {(0, s): r for s, r in embedded_points_from_input(
-            values[:upto], SCHEMA, epsilon=1.0, release_every=RELEASE_EVERY,
-            max_depth=12).items()}
-
-    return expected_through(reference(len(values)),
-                            reference(committed_watermark(data_dir) + 1), records)
+    return expected_points_through(input_values(bootstrap, topics.input), SCHEMA,
+                                   committed_watermark(data_dir) + 1, records, epsilon=1.0,
+                                   release_every=RELEASE_EVERY, max_depth=12)
 
 
 def _check_consumer_library(bootstrap: str, topic: str, expected: dict) -> None:

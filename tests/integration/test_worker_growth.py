@@ -28,8 +28,7 @@ from tests.support.embedded import check_against_embedded
 from tests.support.markers import (
     committed_watermark,
     counted_through,
-    embedded_points_from_input,
-    expected_through,
+    expected_points_through,
     input_values,
     marker,
 )
@@ -58,14 +57,9 @@ def test_grown_steps_on_the_worker_equal_the_embedded_engine(kafka_bootstrap, tm
     with WorkerProcess(env, tmp_path / "worker.log") as worker:
         worker.wait_for(counted_through(len(points), end))
     records = read_topic(kafka_bootstrap, topics.output)
-    values = input_values(kafka_bootstrap, topics.input)
-
-    def reference(upto: int) -> dict:
-        return {(0, s): r for s, r in embedded_points_from_input(
-            values[:upto], SCHEMA, epsilon=1.0, release_every=EVERY, max_depth=12,
-            release_growth=GROWTH).items()}
-
-    expected = expected_through(reference(len(values)),
-                                reference(committed_watermark(tmp_path / "data") + 1), records)
+    expected = expected_points_through(
+        input_values(kafka_bootstrap, topics.input), SCHEMA,
+        committed_watermark(tmp_path / "data") + 1, records, epsilon=1.0, release_every=EVERY,
+        max_depth=12, release_growth=GROWTH)
     stats = check_against_embedded(records, expected, "test-run")
     assert 0 < stats["releases"] < len(points) // EVERY // 2  # the steps grew

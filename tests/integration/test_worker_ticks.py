@@ -45,7 +45,7 @@ from tests.support.markers import (
     committed_watermark,
     counted_through,
     embedded_points_from_input,
-    expected_through,
+    expected_points_through,
     input_values,
 )
 
@@ -79,13 +79,10 @@ def test_a_quiet_partition_releases_at_the_next_tick_marker(kafka_bootstrap, tmp
     values = input_values(kafka_bootstrap, topics.input)
     watermark = committed_watermark(tmp_path / "data")
 
-    def reference(upto: int) -> dict:
-        return {(0, s): r for s, r in embedded_points_from_input(
-            values[:upto], SCHEMA, epsilon=1.0, release_every=1000, max_depth=12,
-            neighbours=neighbours, mechanism="adaptive").items()}
-
     records = read_topic(kafka_bootstrap, topics.output)
-    expected = expected_through(reference(len(values)), reference(watermark + 1), records)
+    expected = expected_points_through(values, SCHEMA, watermark + 1, records, epsilon=1.0,
+                                       release_every=1000, max_depth=12,
+                                       neighbours=neighbours, mechanism="adaptive")
     check_against_embedded(records, expected, "test-run")
     releases = [decode_release(expected[k]) for k in sorted(expected)]
     if neighbours == "replace":

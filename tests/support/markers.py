@@ -176,3 +176,16 @@ def expected_through(full: dict[tuple[int, int], list[bytes]],
     missing = sorted(set(committed) - set(out))
     assert not missing, f"releases of committed input missing from the topic: {missing[:5]}"
     return out
+
+
+def expected_points_through(values: list[bytes | None], schema: Schema, committed_upto: int,
+                            records: list[Any], **embedded: Any
+                            ) -> dict[tuple[int, int], list[bytes]]:
+    """:func:`expected_through` for the point engine on input partition 0: the embedded engine
+    (:func:`embedded_points_from_input` with ``embedded``) over all of ``values`` and over its
+    committed part ``values[:committed_upto]``."""
+    def reference(upto: int) -> dict[tuple[int, int], list[bytes]]:
+        return {(0, s): r for s, r in embedded_points_from_input(
+            values[:upto], schema, **embedded).items()}
+
+    return expected_through(reference(len(values)), reference(committed_upto), records)
