@@ -66,7 +66,6 @@ class SynthesizerEngine:
         self.synth = synth
         self._split = split
         self.cache_users = cache_users
-        self.release_every = synth.release_every
 
     @property
     def t(self) -> int:
