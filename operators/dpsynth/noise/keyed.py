@@ -232,8 +232,13 @@ class KeyedNoise:
         if size < 0:
             raise ValueError("size must be non-negative")
         sigma = effective_scale(scale)  # privacy: P2a (rounded up, never down)
-        return nonzero_draws(self.subkey((*context, "nonzero")), sigma.numerator,
+        return nonzero_draws(self._nonzero_subkey(context), sigma.numerator,
                              sigma.denominator, int(size))
+
+    def _nonzero_subkey(self, context: Sequence[int | str]) -> Words:
+        """The subkey of ``context``'s nonzero draws: (context + ("nonzero",)), one address
+        for :meth:`discrete_laplace_nonzero` and :meth:`nonzero_plan` alike."""
+        return self.subkey((*context, "nonzero"))
 
     def nonzero_plan(self, scale: float, contexts: Sequence[Sequence[int | str]]
                      ) -> tuple[Words, int, int, float, float, float]:
@@ -247,7 +252,7 @@ class KeyedNoise:
         log_lo, log_hi = nonzero_bounds(t, s)
         keys = np.zeros((len(contexts), 8), np.uint64)
         for row, context in enumerate(contexts):
-            keys[row] = self.subkey((*context, "nonzero"))
+            keys[row] = self._nonzero_subkey(context)
         return keys, t, s, log_lo, log_hi, MARGIN
 
     # -- geometric -------------------------------------------------------------------------
