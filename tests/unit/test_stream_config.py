@@ -227,7 +227,7 @@ def test_neighbours_setting_is_validated_and_bound_to_the_state(env):
         load_config(env)
     del env["DPSYNTH_RELEASE_EVERY"]
     env["DPSYNTH_RELEASE_GROWTH"] = "0.1"  # grows steps of N records: refused likewise
-    with pytest.raises(ConfigError, match="unset it"):
+    with pytest.raises(ConfigError, match="Unset DPSYNTH_RELEASE_GROWTH"):
         load_config(env)
     del env["DPSYNTH_RELEASE_GROWTH"]
     env["DPSYNTH_TICK_SECONDS"] = "0"  # no marker: no step would ever end

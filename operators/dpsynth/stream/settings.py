@@ -283,17 +283,13 @@ def _checked(config: WorkerConfig) -> WorkerConfig:
                 "DPSYNTH_TICK_SECONDS=0 under DPSYNTH_NEIGHBOURS=add_remove: steps end only at "
                 "tick markers, so no release would ever be made; set a period, e.g. "
                 "DPSYNTH_TICK_SECONDS=60")
-        if "release_growth" in given:
-            raise ConfigError(
-                "DPSYNTH_RELEASE_GROWTH is set but DPSYNTH_NEIGHBOURS=add_remove ends steps "
-                "only at tick markers (every DPSYNTH_TICK_SECONDS): unset it (or use "
-                "DPSYNTH_NEIGHBOURS=replace)")
-        if "release_every" in given:
-            raise ConfigError(
-                "DPSYNTH_RELEASE_EVERY is set but DPSYNTH_NEIGHBOURS=add_remove ends steps only "
-                "at tick markers (every DPSYNTH_TICK_SECONDS): a step of N records would reveal "
-                "the private count. Unset DPSYNTH_RELEASE_EVERY (or use "
-                "DPSYNTH_NEIGHBOURS=replace)")
+        for name in ("release_every", "release_growth"):  # steps counted in records
+            if name in given:
+                env = f"DPSYNTH_{name.upper()}"
+                raise ConfigError(
+                    f"{env} is set but DPSYNTH_NEIGHBOURS=add_remove ends steps only at tick "
+                    "markers (every DPSYNTH_TICK_SECONDS): a step of N records would reveal "
+                    f"the private count. Unset {env} (or use DPSYNTH_NEIGHBOURS=replace)")
     try:
         if config.engine == "tabular":
             config.tabular_synthesizer(0, key=bytes(32))
