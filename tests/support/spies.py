@@ -49,7 +49,7 @@ def draws(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[float, tuple, 
 def decisions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[float, tuple]]]:
     """Every PrivTree built meanwhile: (its decision noise λ in counts, its split context).
 
-    Spies around both descents of :mod:`dpsynth.online.privtree_descent` (dense and nonzero
+    Spies around both descents of :mod:`dpsynth.online.privtree_descent` (dense and rare
     only), with λ as the sampler rounds it (σ = λ·GRID rounded up, P2a)."""
     seen: list[tuple[float, tuple]] = []
 
@@ -61,7 +61,7 @@ def decisions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[float, tup
             return real(cells, cum, params, noise, context, *rest)
         return descend
 
-    for name in ("descend_dense", "descend_nonzero"):
+    for name in ("descend_dense", "descend_rare"):
         monkeypatch.setattr(privtree_descent, name, spy(getattr(privtree_descent, name)))
     yield seen
 

@@ -27,9 +27,9 @@ def test_P2c_forcing_the_exact_path_gives_the_same_draws(monkeypatch, scale: flo
     calls = []
     real = sparse.exact_gap
 
-    def counted(*args):  # type: ignore[no-untyped-def]
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(args)
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(sparse, "exact_gap", counted)
     t, s = _sigma(scale)
@@ -91,3 +91,62 @@ def test_P2c_addresses_are_their_own() -> None:
         noise.discrete_laplace_nonzero(5.0, ("c",), 10)
     with pytest.raises(ValueError):
         noise.discrete_laplace_nonzero(0.4, ("c",), -1)
+
+
+@pytest.mark.parametrize(("scale", "n"), [(1.57, 1), (1.57, 3), (5.0, 2), (0.56, 9), (40.0, 30)])
+def test_P2c_tail_positions_forced_exact_path_agrees(scale: float, n: int) -> None:
+    """The rare-outcome process (P(Z ≥ n) per trial): every gap forced through the decimal
+    exact path gives the same positions, for 3 keys and two events."""
+    t, s = _sigma(scale)
+    for k in range(3):
+        key = KeyedNoise(bytes([k]) * 32).subkey(("sparse", "tail"))
+        for event in (0, 12345):
+            fast = sparse.tail_positions(key, t, s, n, event, 300)
+            slow = sparse.tail_positions(key, t, s, n, event, 300, margin=100.0)
+            np.testing.assert_array_equal(fast, slow)
+    with pytest.raises(ValueError, match="n ≥ 1"):
+        sparse.tail_positions(key, t, s, 0, 0, 10)
+
+
+@pytest.mark.parametrize(("scale", "n"), [(1.57, 1), (1.57, 4), (5.0, 2), (5.0, 12), (0.3, 2)])
+def test_P2c_tail_positions_have_the_tail_probability(scale: float, n: int) -> None:
+    """Each trial is selected with r = p^n/(1 + p) = P(Lap_Z ≥ n): 40 fixed keys × 5,000
+    trials, two-sided binomial test at α = 1e-5 (normal approximation, 4.42 σ; the expected
+    count is ≥ 60 for every case), and the gaps are memoryless: the share of selections
+    that follow their predecessor directly is r (same test)."""
+    t, s = _sigma(scale)
+    p = math.exp(-s / t)
+    rate = p**n / (1 + p)
+    size, total, adjacent, pairs = 5000, 0, 0, 0
+    for k in range(40):
+        at = sparse.tail_positions(KeyedNoise(bytes([k, 7]) * 16).subkey(("tail",)), t, s, n,
+                                   3, size)
+        assert np.all(np.diff(at) > 0) and (at.size == 0 or 0 <= at[0] and at[-1] < size)
+        total += at.size
+        adjacent += int(np.sum(np.diff(at) == 1))
+        pairs += int(np.sum(at < size - 1))
+    trials = 40 * size
+    assert trials * rate >= 60
+    assert abs(total - trials * rate) < 4.42 * math.sqrt(trials * rate * (1 - rate)), total
+    assert abs(adjacent - pairs * rate) < 4.42 * math.sqrt(pairs * rate * (1 - rate)) + 1
+
+
+def test_P2c_tail_exact_gap_is_the_floor_of_the_ratio() -> None:
+    """At a tail rate the exact gap equals ⌊ln U / ln(1 − r)⌋ in 80-digit decimal, and at a
+    vanishing rate (n = 10⁶: r ≈ e^−10⁶, beyond any double) it is 'beyond the vector'."""
+    t, s = _sigma(1.57)
+    key = KeyedNoise(KEY).subkey(("sparse", "tail-floor"))
+    with localcontext() as ctx:
+        ctx.prec = 80
+        p = (Decimal(-s) / Decimal(t)).exp()
+        for n in (1, 5):
+            log_q = (1 - p**n / (1 + p)).ln()
+            for j in range(20):
+                value, bits = sparse._uniform_bits(key, j, 2, event=9)
+                u = (Decimal(value) + Decimal("0.5")) / Decimal(2) ** bits
+                ratio = u.ln() / log_q
+                assert abs(ratio - ratio.to_integral_value()) > Decimal("1e-20")
+                got = sparse.exact_gap(key, j, t, s, 10**9, rate=(1, n), event=9)
+                assert got == math.floor(ratio)
+    assert sparse.exact_gap(key, 0, t, s, 10**9, rate=(1, 10**6), event=9) == -1
+    assert sparse.tail_positions(key, t, s, 10**6, 9, 1000, margin=100.0).size == 0

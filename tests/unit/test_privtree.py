@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from dpsynth.errors import ConfigError
-from dpsynth.noise import KeyedNoise, effective_scale
+from dpsynth.noise import KeyedNoise, effective_scale, sparse
 from dpsynth.online.privtree import (
     GRID,
+    RARE_MAX_SCALE,
     biased_counts,
     noisy_leaf_counts,
     privtree_leaves,
@@ -185,30 +186,43 @@ def test_quadrant_splits_partition_the_cube_and_spend_at_most_the_budget() -> No
     assert int(widths.sum()) == 1 << 12  # the leaves tile the cube
 
 
-def _dense_level_noise(noise: KeyedNoise, params, context: tuple, active: np.ndarray,
-                       k: int) -> np.ndarray:
-    """One draw per node at (context + ("split",), prefix, k)."""
-    return noise.discrete_laplace_at(params.scale_units, (*context, "split"), active, k)
+def _dense_splits(noise: KeyedNoise, params, context: tuple, active: np.ndarray, k: int,
+                  b: np.ndarray) -> np.ndarray:
+    """b + Z > θ, one draw per node at (context + ("split",), prefix, k)."""
+    z = noise.discrete_laplace_at(params.scale_units, (*context, "split"), active, k)
+    return b + z > params.theta_units
 
 
-def _nonzero_level_noise(noise: KeyedNoise, params, context: tuple, active: np.ndarray,
-                         k: int) -> np.ndarray:
-    """The dense form of the level's nonzero draws (``discrete_laplace_nonzero`` at
-    context + ("split", k), one value per node in order)."""
-    z = np.zeros(active.size, np.int64)
-    at, values = noise.discrete_laplace_nonzero(params.scale_units, (*context, "split", k),
-                                                active.size)
-    z[at] = values
-    return z
+def _rare_splits(noise: KeyedNoise, params, context: tuple, active: np.ndarray, k: int,
+                 b: np.ndarray) -> np.ndarray:
+    """The decisions as rare outcomes per class a = θ − b + 1 (privtree_descent's docstring):
+    the positions, in descent order, of Z ≥ n among the class's nodes, at event
+    k·2^41 + a + 2^40 of (context + ("split", "rare"))."""
+    sigma = effective_scale(params.scale_units)
+    key = noise.subkey((*context, "split", "rare"))
+    a = params.theta_units - b + 1
+    split = a <= 0
+    for cls in np.unique(a):
+        members = np.flatnonzero(a == cls)
+        n = int(cls) if cls >= 1 else 1 - int(cls)
+        at = sparse.tail_positions(key, sigma.numerator, sigma.denominator, n,
+                                   (k << 41) + int(cls) + (1 << 40), members.size)
+        split[members[at]] = cls >= 1
+    return split
+
+
+def _level_splits(params):  # type: ignore[no-untyped-def]
+    """The reference decisions the descent must use at this decision scale (public)."""
+    rare = effective_scale(params.scale_units) <= RARE_MAX_SCALE
+    return _rare_splits if rare else _dense_splits
 
 
 def _reference_leaves(cells: np.ndarray, weights: np.ndarray, params, noise: KeyedNoise,
-                      context: tuple, address_depth: int,
-                      level_noise=_dense_level_noise) -> tuple[np.ndarray, np.ndarray]:
-    """Alg 1 level by level with one vectorised draw per level (the compiled descent's spec);
-    ``level_noise`` gives a level's decision noise, one value per active node."""
+                      context: tuple, address_depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Alg 1 level by level with one vectorised draw per level (the compiled descent's spec)."""
     cum = np.concatenate([[0], np.cumsum(weights)])
     active, depths, prefixes = np.zeros(1, np.uint64), [], []
+    level_splits = _level_splits(params)
     for i in range(params.max_depth // params.stride + 1):
         k = i * params.stride
         if active.size == 0:
@@ -220,7 +234,7 @@ def _reference_leaves(cells: np.ndarray, weights: np.ndarray, params, noise: Key
         counts = (cum[np.searchsorted(cells, (active + np.uint64(1)) << shift)]
                   - cum[np.searchsorted(cells, active << shift)])
         b = biased_counts(counts, i, params.delta_units, params.theta_units)
-        split = b + level_noise(noise, params, context, active, k) > params.theta_units
+        split = level_splits(noise, params, context, active, k, b)
         depths.append(np.full(int((~split).sum()), k)), prefixes.append(active[~split])
         parents = active[split] << np.uint64(params.stride)
         active = (parents[:, None] | np.arange(params.fanout, dtype=np.uint64)).reshape(-1)
@@ -264,36 +278,35 @@ def test_counts_of_unsorted_records_on_a_morton_partition_match_the_histogram_pa
 
 
 @pytest.mark.parametrize("stride", [1, 2])
-def test_P2c_nearly_certain_decisions_draw_their_nonzero_noise_level_by_level(stride) -> None:
-    """Where P(Lap_Z ≠ 0) ≤ ¼ at the decision scale (a large ε_s: public), the descent draws
-    each level's noise as its nonzero values: the same leaves, in the same order, as Alg 1
-    level by level with that noise (random histograms, several budgets and depths)."""
-    from dpsynth.noise.sparse import nonzero_share
-    from dpsynth.online.privtree import NONZERO_SHARE
-
+def test_P2c_nearly_certain_decisions_are_drawn_as_rare_outcomes_level_by_level(stride) -> None:
+    """Where λ is at most one record (a large ε_s: public), the descent draws each level's
+    decisions as the rare outcomes of its classes: the same leaves, in the same order, as
+    Alg 1 level by level with those decisions (random histograms, budgets, depths)."""
     rng = np.random.default_rng(12)
     for trial in range(40):
         depth = int(rng.integers(1, 11)) * 2
         n = int(rng.integers(0, 3000))
         raw = (rng.random(n) if trial % 2 else rng.normal(0.3, 0.01, n).clip(0, 0.999))
         cells, weights = np.unique((raw * (1 << depth)).astype(np.uint64), return_counts=True)
-        params = privtree_params(float(rng.choice([200.0, 1e3, 1e5])), max_depth=depth,
+        params = privtree_params(float(rng.choice([3.0, 200.0, 1e3, 1e5])), max_depth=depth,
                                  stride=stride)
-        assert nonzero_share(params.scale_units) <= NONZERO_SHARE
+        assert _level_splits(params) is _rare_splits
         noise = KeyedNoise(rng.bytes(32))
         got = privtree_leaves(cells, weights, params, noise, ("t", trial), address_depth=depth)
-        want = _reference_leaves(cells, weights, params, noise, ("t", trial), depth,
-                                 _nonzero_level_noise)
+        want = _reference_leaves(cells, weights, params, noise, ("t", trial), depth)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
 
 
-@pytest.mark.parametrize("count", [0, 1])
-def test_P2c_nonzero_decisions_split_with_the_decision_probability(count: int) -> None:
-    """The root of a sparse-noise tree (θ = 1 record, so a root of 1 record is at the
-    threshold) splits with P(b + Z > θ) exactly: 12,000 fixed keys, two-sided binomial test at
-    α = 1e-4 (normal approximation, the expected count ≥ 20)."""
-    params = privtree_params(200.0, max_depth=4, theta=1.0)
+@pytest.mark.parametrize(("budget", "count"), [(200.0, 0), (200.0, 1), (5.0, 0), (5.0, 1),
+                                               (5.0, 2), (3.0, 1)])
+def test_P2c_rare_decisions_split_with_the_decision_probability(budget: float,
+                                                                count: int) -> None:
+    """The root of a rare-decision tree (θ = 1 record, so a root of 1 record is at the
+    threshold) splits with P(b + Z > θ) exactly: 12,000 fixed keys per case, two-sided
+    binomial test at α = 1e-4 (normal approximation, the expected count ≥ 20)."""
+    params = privtree_params(budget, max_depth=4, theta=1.0)
+    assert _level_splits(params) is _rare_splits
     cells = np.zeros(count, np.uint64)
     weights = np.ones(count, np.int64)
     keys = 12_000
@@ -301,38 +314,33 @@ def test_P2c_nonzero_decisions_split_with_the_decision_probability(count: int) -
         i.to_bytes(32, "big")), ("root",), address_depth=4)[0][0] > 0) for i in range(keys))
     b = int(biased_counts(np.array([count]), 0, params.delta_units, params.theta_units)[0])
     prob = _split_prob(b, params.theta_units, params.scale_units)
-    assert keys * prob >= 20
+    assert min(keys * prob, keys * (1 - prob)) >= 20
     assert abs(splits - keys * prob) < 3.9 * math.sqrt(keys * prob * (1 - prob)), (splits, prob)
 
 
-def test_P2c_a_gap_the_compiled_descent_cannot_decide_redraws_the_tree_in_python(
+def test_P2c_a_gap_the_compiled_descent_cannot_decide_is_decided_exactly(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """When double precision leaves a gap undecided (forced here on every gap by a huge
-    margin), the compiled pass gives the tree up and the level-by-level Python descent draws it
-    from the same addresses, the exact path included: the same leaves as the compiled pass."""
+    margin), the compiled pass stops, the decimal exact path decides the gap and the pass runs
+    again with it: the same leaves as the double-precision pass."""
     from dpsynth.online import privtree_descent
 
     rng = np.random.default_rng(13)
-    raw = rng.normal(0.4, 0.02, 2000).clip(0, 0.999)
-    cells, weights = np.unique((raw * (1 << 12)).astype(np.uint64), return_counts=True)
-    params = privtree_params(300.0, max_depth=12)
+    raw = rng.normal(0.4, 0.02, 300).clip(0, 0.999)
+    cells, weights = np.unique((raw * (1 << 10)).astype(np.uint64), return_counts=True)
+    params = privtree_params(300.0, max_depth=10)
     noise = KeyedNoise(KEY)
-    want = privtree_leaves(cells, weights, params, noise, ("f",), address_depth=12)
-    real_plan, fell_back = KeyedNoise.nonzero_plan, []
+    want = privtree_leaves(cells, weights, params, noise, ("f",), address_depth=10)
+    calls = []
+    real = sparse.exact_gap
 
-    def undecidable(self, scale, contexts):  # type: ignore[no-untyped-def]
-        keys, t, s, lo, hi, _ = real_plan(self, scale, contexts)
-        return keys, t, s, lo, hi, 1e6  # every gap ambiguous in the kernel
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        return real(*args, **kwargs)
 
-    real_levels = privtree_descent._descend_levels
-
-    def levels(*args):  # type: ignore[no-untyped-def]
-        fell_back.append(True)
-        return real_levels(*args)
-
-    monkeypatch.setattr(KeyedNoise, "nonzero_plan", undecidable)
-    monkeypatch.setattr(privtree_descent, "_descend_levels", levels)
-    got = privtree_leaves(cells, weights, params, noise, ("f",), address_depth=12)
-    assert fell_back
+    monkeypatch.setattr(privtree_descent, "MARGIN", 1e6)  # every gap ambiguous in the kernel
+    monkeypatch.setattr(sparse, "exact_gap", counted)
+    got = privtree_leaves(cells, weights, params, noise, ("f",), address_depth=10)
+    assert len(calls) > 20
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])

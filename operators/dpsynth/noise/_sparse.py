@@ -1,9 +1,10 @@
-"""Compiled kernels of :mod:`dpsynth.noise.sparse`: the nonzero draws of many Lap_Z, exactly.
+"""Compiled kernels of :mod:`dpsynth.noise.sparse`: rare events among many iid trials, exactly.
 
-Layer: core (private). Selection j (the j-th nonzero draw) owns the keystream of (stream j,
-event 0): its first two words are the 64 leading bits of a uniform U_j, the words after them
-drive the exact geometric of its value. The bits of U_j after the 64th are the words of
-(stream j, event 1), read only by the exact path of :mod:`dpsynth.noise.sparse`.
+Layer: core (private). A process of ``event`` e: selection j (the j-th rare trial) owns the
+keystream of (stream j, event 2e): its first two words are the 64 leading bits of a uniform
+U_j, the words after them drive the exact geometric of its value (nonzero Lap_Z draws only).
+The bits of U_j after the 64th are the words of (stream j, event 2e + 1), read only by the
+exact path of :mod:`dpsynth.noise.sparse`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,24 @@ _TWO_53 = 9007199254740992.0
 AMBIGUOUS = -2
 #: gap(): no further draw of the vector is nonzero
 BEYOND = -1
+#: Relative widening of every double-precision result (libm's error is below 2^−52 ≈ 2·10⁻¹⁶).
+MARGIN = 1e-12
+#: Below this rate r, ln|ln(1 − r)| is bracketed by [ln r, ln r + 2r] (−ln(1 − r) ∈ [r, r/(1 − r)]).
+_SMALL_RATE = 1e-4
+
+
+@njit(cache=True)
+def rate_bounds(log_rate: float) -> tuple[float, float]:
+    """Bounds on ln|ln(1 − r)| for a rate r = e^{log_rate} ≤ ½ given in double precision,
+    widened by :data:`MARGIN` for ``log_rate``'s own rounding and for libm's (the kernel
+    widens its own steps again)."""
+    rate = math.exp(log_rate)
+    slack = MARGIN * (1.0 + abs(log_rate))
+    if rate < _SMALL_RATE:
+        return log_rate - slack, log_rate + 2.0 * rate + slack
+    value = math.log(-math.log1p(-rate))
+    slack += MARGIN * (1.0 + abs(value))
+    return value - slack, value + slack
 
 
 @njit(cache=True)
@@ -66,21 +85,24 @@ def gap(k53: U64, log_abs_l_lo: float, log_abs_l_hi: float, remaining: int,
 
 
 @njit(cache=True)
-def nonzero_draws(key: Words, t: U64, s: U64, size: int, log_abs_l_lo: float,
-                  log_abs_l_hi: float, margin: float, forced_j: Counts, forced_gap: Counts,
-                  indices: Counts, values: Counts) -> tuple[int, int]:
-    """Fill ``indices`` (ascending) and ``values`` with the nonzero draws of ``size`` iid
-    Lap_Z(t/s): selection j skips a geometric gap of draws (P(gap ≥ g) = (1 − π)^g, π =
-    P(Lap_Z ≠ 0)) and takes the value ±(1 + Y), Y exact geometric, sign a fair bit.
+def rare_draws(key: Words, t: U64, s: U64, event: U64, size: int, log_abs_l_lo: float,
+               log_abs_l_hi: float, margin: float, forced_j: Counts, forced_gap: Counts,
+               indices: Counts, values: Counts) -> tuple[int, int]:
+    """Fill ``indices`` (ascending) with the rare trials among ``size`` iid Bernoulli(r),
+    ln|ln(1 − r)| ∈ [lo, hi]: selection j skips a geometric gap (P(gap ≥ g) = (1 − r)^g). For
+    the nonzero draws of Lap_Z(t/s) (r = π = P(Lap_Z ≠ 0)), ``values`` (``size`` entries)
+    receives each one's value ±(1 + Y), Y exact geometric, sign a fair bit; an empty
+    ``values`` draws positions only.
 
     Returns (selections, j): j = −1 when done; else selection j's gap was ambiguous and the
     caller resolves it exactly, then calls again with it among ``forced_j``/``forced_gap``
-    (sorted by j; −1 as a forced gap: no further selection). ``indices``/``values`` must hold
-    ``size`` entries."""
+    (sorted by j; −1 as a forced gap: no further selection). ``indices`` must hold ``size``
+    entries."""
     buf = np.empty(16, np.uint64)
     pos, n, forced = 0, 0, 0
+    with_values = values.size > 0
     while pos < size:
-        cur = _start(key, U64(n), _ZERO, buf)
+        cur = _start(key, U64(n), event << _ONE, buf)
         w0, cur = _word32(key, buf, cur)
         w1, cur = _word32(key, buf, cur)
         if forced < forced_j.size and forced_j[forced] == n:
@@ -93,10 +115,11 @@ def nonzero_draws(key: Words, t: U64, s: U64, size: int, log_abs_l_lo: float,
                 return n, n
         if g < 0 or pos + g >= size:
             break
-        y, cur = _geometric(t, s, key, buf, cur)
-        bit, cur = _word32(key, buf, cur)
         indices[n] = pos + g
-        values[n] = -(y + 1) if (bit & _ONE) == _ONE else y + 1
+        if with_values:
+            y, cur = _geometric(t, s, key, buf, cur)
+            bit, cur = _word32(key, buf, cur)
+            values[n] = -(y + 1) if (bit & _ONE) == _ONE else y + 1
         pos += g + 1
         n += 1
     return n, -1

@@ -37,7 +37,7 @@ from dpsynth.errors import ConfigError
 from dpsynth.noise import _kernels
 from dpsynth.noise._kernels import Words
 from dpsynth.noise.samplers import TWO_53, effective_scale, geometric_from_uniform
-from dpsynth.noise.sparse import MARGIN, nonzero_bounds, nonzero_draws
+from dpsynth.noise.sparse import nonzero_draws
 
 Context = tuple[int | str, ...]
 
@@ -232,28 +232,8 @@ class KeyedNoise:
         if size < 0:
             raise ValueError("size must be non-negative")
         sigma = effective_scale(scale)  # privacy: P2a (rounded up, never down)
-        return nonzero_draws(self._nonzero_subkey(context), sigma.numerator,
+        return nonzero_draws(self.subkey((*context, "nonzero")), sigma.numerator,
                              sigma.denominator, int(size))
-
-    def _nonzero_subkey(self, context: Sequence[int | str]) -> Words:
-        """The subkey of ``context``'s nonzero draws: (context + ("nonzero",)), one address
-        for :meth:`discrete_laplace_nonzero` and :meth:`nonzero_plan` alike."""
-        return self.subkey((*context, "nonzero"))
-
-    def nonzero_plan(self, scale: float, contexts: Sequence[Sequence[int | str]]
-                     ) -> tuple[Words, int, int, float, float, float]:
-        """What a compiled caller of ``nonzero_draws_into`` needs to draw, for each of
-        ``contexts``, exactly what :meth:`discrete_laplace_nonzero` draws there: the subkeys
-        of (context + ("nonzero",)) as rows, the effective scale t/s, the bounds of
-        ln|ln(1 − π)| and the kernel's margin. The kernel reports a gap that needs the exact
-        path; the caller then uses :meth:`discrete_laplace_nonzero` (privacy: P2c)."""
-        sigma = effective_scale(scale)  # privacy: P2a (rounded up, never down)
-        t, s = sigma.numerator, sigma.denominator
-        log_lo, log_hi = nonzero_bounds(t, s)
-        keys = np.zeros((len(contexts), 8), np.uint64)
-        for row, context in enumerate(contexts):
-            keys[row] = self._nonzero_subkey(context)
-        return keys, t, s, log_lo, log_hi, MARGIN
 
     # -- geometric -------------------------------------------------------------------------
 

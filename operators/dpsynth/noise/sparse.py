@@ -27,8 +27,13 @@ ulp — reading 64 more bits of U per round and doubling the precision until the
 floor. Both paths bracket the same real U, so they agree whenever the fast one decides (tested
 by forcing every gap through the exact path).
 
-Addresses: selection j (the j-th nonzero draw) owns (context, stream j, event 0); U's bits
-after the 64th are (context, stream j, event 1). Callers pass a context of their own.
+**Tail events.** The same process at a rate r = P(Z ≥ n) = p^n/(1 + p), n ≥ 1, without
+values, is :func:`tail_positions`: which of many iid trials have Z ≥ n. A PrivTree draws its
+nearly certain split decisions this way (docs/privacy.md P10).
+
+Addresses: selection j (the j-th rare trial) of a process at event e owns (context, stream j,
+event 2e); U's bits after the 64th are (context, stream j, event 2e + 1). The nonzero draws
+are at e = 0. Callers pass a context of their own.
 """
 
 from __future__ import annotations
@@ -44,10 +49,7 @@ from dpsynth.noise import _sparse
 from dpsynth.noise._kernels import Words
 from dpsynth.noise.samplers import effective_scale
 
-#: Relative widening of every double-precision result (libm's error is below 2^−52 ≈ 2·10⁻¹⁶).
-MARGIN = 1e-12
-#: Below this π, ln|ln(1 − π)| is bracketed by [ln π, ln π + 2π] (−ln(1 − π) ∈ [π, π/(1 − π)]).
-_SMALL_PI = 1e-4
+MARGIN = _sparse.MARGIN
 
 
 def nonzero_share(scale: float) -> float:
@@ -62,22 +64,21 @@ def _share(t: int, s: int) -> float:
     return 2.0 * p / (1.0 + p)
 
 
+def log_tail_rate(t: int, s: int, n: int, c: int = 1) -> float:
+    """ln r for r = c·p^n/(1 + p), p = e^{−s/t}: P(Lap_Z(t/s) ≥ n) = p^n/(1 + p) (c = 1),
+    π = P(Lap_Z ≠ 0) = 2p/(1 + p) (c = 2, n = 1), in double precision."""
+    x = s / t
+    return math.log(c) - n * x - math.log1p(math.exp(-x))
+
+
 def _log_abs_log_bounds(t: int, s: int) -> tuple[float, float]:
     """Bounds on ln|ln(1 − π)|, π = 2p/(1 + p), p = e^{−s/t}, in double precision, widened by
     :data:`MARGIN` (the kernel widens its own steps again)."""
-    x = s / t
-    log_pi = math.log(2.0) - x - math.log1p(math.exp(-x))
-    pi = math.exp(log_pi)
-    slack = MARGIN * (1.0 + abs(log_pi))
-    if pi < _SMALL_PI:
-        return log_pi - slack, log_pi + 2.0 * pi + slack
-    value = math.log(-math.log1p(-pi))
-    slack = MARGIN * (1.0 + abs(value)) + MARGIN * (1.0 + abs(log_pi))
-    return value - slack, value + slack
+    return _sparse.rate_bounds(log_tail_rate(t, s, 1, 2))
 
 
-#: Rounds of the exact path (64 bits of U each; the words of (stream j, event 1) hold 2048):
-#: a bracket still straddling an integer after 4096 bits has probability below 2^−4000.
+#: Rounds of the exact path (64 bits of U each; the words of (stream j, event 2e + 1) hold
+#: 2048): a bracket still straddling an integer after 4096 bits has probability below 2^−4000.
 MAX_ROUNDS = 64
 #: The sampler is for rare nonzero draws: refused above this π (its double-precision bounds
 #: assume 1 − π is not tiny; the callers switch at π ≤ 1/4).
@@ -95,31 +96,52 @@ def nonzero_bounds(t: int, s: int) -> tuple[float, float]:
 def nonzero_draws(key: Words, t: int, s: int, size: int, *,
                   margin: float = MARGIN) -> tuple[Counts, Counts]:
     """(positions ascending, values) of the nonzero draws among ``size`` iid Lap_Z(t/s), from
-    the keystream of ``key`` (a context's subkey); t/s is the effective scale the caller
-    rounded up (P2a). ``margin``: the fast path's widening (tests raise it to force the exact
-    path on every gap)."""
+    the keystream of ``key`` (a context's subkey) at event 0; t/s is the effective scale the
+    caller rounded up (P2a). ``margin``: the fast path's widening (tests raise it to force
+    the exact path on every gap)."""
     lo, hi = nonzero_bounds(t, s)
+    return _draws(key, t, s, size, (2, 1), 0, lo, hi, True, margin)
+
+
+def tail_positions(key: Words, t: int, s: int, n: int, event: int, size: int, *,
+                   margin: float = MARGIN) -> Counts:
+    """The positions (ascending) of the trials with Z ≥ n among ``size`` iid Lap_Z(t/s),
+    n ≥ 1 — each such trial has probability r = p^n/(1 + p) ≤ ½ — from the keystream of
+    ``key`` at ``event`` (< 2^55): the Bernoulli(r) process, exactly, at the cost of its
+    events (a PrivTree's decisions, :mod:`dpsynth.online.privtree_descent`)."""
+    if n < 1:
+        raise ValueError("tail_positions draws P(Z ≥ n) for n ≥ 1 only")
+    lo, hi = _sparse.rate_bounds(log_tail_rate(t, s, n))
+    return _draws(key, t, s, size, (1, n), event, lo, hi, False, margin)[0]
+
+
+def _draws(key: Words, t: int, s: int, size: int, rate: tuple[int, int], event: int,
+           lo: float, hi: float, values: bool, margin: float) -> tuple[Counts, Counts]:
+    """The kernel's selections, each gap it cannot decide decided by :func:`exact_gap`."""
     indices = np.empty(size, np.int64)
-    values = np.empty(size, np.int64)
+    out = np.empty(size if values else 0, np.int64)
     forced_j: list[int] = []
     forced_gap: list[int] = []
     while True:
-        n, ambiguous = _sparse.nonzero_draws(
-            key, np.uint64(t), np.uint64(s), size, lo, hi, margin,
-            np.array(forced_j, np.int64), np.array(forced_gap, np.int64), indices, values)
+        n, ambiguous = _sparse.rare_draws(
+            key, np.uint64(t), np.uint64(s), np.uint64(event), size, lo, hi, margin,
+            np.array(forced_j, np.int64), np.array(forced_gap, np.int64), indices, out)
         if ambiguous < 0:
-            return indices[:n].copy(), values[:n].copy()
+            return indices[:n].copy(), out[:n].copy()
         start = int(indices[n - 1]) + 1 if n else 0
         forced_j.append(ambiguous)
-        forced_gap.append(exact_gap(key, ambiguous, t, s, size - start))
+        forced_gap.append(exact_gap(key, ambiguous, t, s, size - start, rate=rate,
+                                    event=event))
 
 
-def _uniform_bits(key: Words, j: int, rounds: int) -> tuple[int, int]:
-    """(integer, bits) of U_j's first 64·``rounds`` bits: two words of (j, 0), then (j, 1)'s."""
-    first = _sparse.keystream_words(key, np.uint64(j), np.uint64(0), 2)
+def _uniform_bits(key: Words, j: int, rounds: int, event: int = 0) -> tuple[int, int]:
+    """(integer, bits) of U_j's first 64·``rounds`` bits: two words of (j, 2e), then
+    (j, 2e + 1)'s."""
+    first = _sparse.keystream_words(key, np.uint64(j), np.uint64(2 * event), 2)
     words = [int(first[0]), int(first[1])]
     if rounds > 1:
-        more = _sparse.keystream_words(key, np.uint64(j), np.uint64(1), 2 * (rounds - 1))
+        more = _sparse.keystream_words(key, np.uint64(j), np.uint64(2 * event + 1),
+                                       2 * (rounds - 1))
         words += [int(w) for w in more]
     value = 0
     for word in words:
@@ -127,30 +149,34 @@ def _uniform_bits(key: Words, j: int, rounds: int) -> tuple[int, int]:
     return value, 32 * len(words)
 
 
-def exact_gap(key: Words, j: int, t: int, s: int, remaining: int) -> int:
-    """Selection j's gap ⌊ln U_j / ln(1 − π)⌋ decided in decimal interval arithmetic (−1 when
-    it is at least ``remaining``): 64 more bits of U and twice the digits per round."""
+def exact_gap(key: Words, j: int, t: int, s: int, remaining: int, *,
+              rate: tuple[int, int] = (2, 1), event: int = 0) -> int:
+    """Selection j's gap ⌊ln U_j / ln(1 − r)⌋, r = c·p^n/(1 + p) for ``rate`` = (c, n) (π by
+    default), decided in decimal interval arithmetic (−1 when it is at least ``remaining``):
+    64 more bits of U and twice the digits per round."""
     digits, rounds = 40, 1
     while True:
-        value, bits = _uniform_bits(key, j, rounds)
-        low, high = _ratio_bounds(value, bits, t, s, digits)
+        value, bits = _uniform_bits(key, j, rounds, event)
+        low, high = _ratio_bounds(value, bits, t, s, digits, rate)
         if low >= remaining:
             return -1
-        if high is not None and math.floor(low) == math.floor(high):
-            g = math.floor(low)
-            return -1 if g >= remaining else int(g)
+        g = math.floor(low)  # low < remaining: a small integer
+        if high is not None and high < g + 1:  # never int(high): it may be astronomical
+            return int(g)
         digits, rounds = 2 * digits, rounds + 1
         if rounds > MAX_ROUNDS:  # never silently read another address's words
             raise RuntimeError("exact gap undecided after 64 rounds")
 
 
-def _ratio_bounds(value: int, bits: int, t: int, s: int,
-                  digits: int) -> tuple[Decimal, Decimal | None]:
-    """Bounds on r = |ln U| / |ln(1 − π)| for U ∈ [value, value + 1)·2^−bits (None: no upper
-    bound, U may be near 0), at ``digits`` significant digits with directed rounding."""
-    down = decimal.Context(prec=digits, rounding=decimal.ROUND_FLOOR)
-    up = decimal.Context(prec=digits, rounding=decimal.ROUND_CEILING)
-    near = decimal.Context(prec=digits)  # exp and ln round to nearest: widened by one ulp
+def _ratio_bounds(value: int, bits: int, t: int, s: int, digits: int,
+                  rate: tuple[int, int] = (2, 1)) -> tuple[Decimal, Decimal | None]:
+    """Bounds on |ln U| / |ln(1 − r)|, r = c·p^n/(1 + p) for ``rate`` = (c, n), for
+    U ∈ [value, value + 1)·2^−bits (None: no upper bound, U may be near 0), at ``digits``
+    significant digits with directed rounding (exponents unbounded: p^n may be tiny)."""
+    wide = {"Emin": decimal.MIN_EMIN, "Emax": decimal.MAX_EMAX}
+    down = decimal.Context(prec=digits, rounding=decimal.ROUND_FLOOR, **wide)
+    up = decimal.Context(prec=digits, rounding=decimal.ROUND_CEILING, **wide)
+    near = decimal.Context(prec=digits, **wide)  # exp and ln round to nearest: +1 ulp
     # every step names its context: Decimal's operators (unary minus too) would round in the
     # thread's context (28 digits, to nearest), which is no bound; copy_negate is exact
 
@@ -162,10 +188,13 @@ def _ratio_bounds(value: int, bits: int, t: int, s: int,
         y = x.ln(near)
         return near.next_minus(y) if ctx is down else near.next_plus(y)
 
+    c, n = rate
     x_lo, x_hi = down.divide(s, t), up.divide(s, t)  # 1/σ
     p_lo, p_hi = exp(x_hi.copy_negate(), down), exp(x_lo.copy_negate(), up)
-    pi_lo = down.divide(down.multiply(2, p_lo), up.add(1, p_hi))  # increasing in p
-    pi_hi = up.divide(up.multiply(2, p_hi), down.add(1, p_lo))
+    pn_lo = exp(down.multiply(n, x_hi).copy_negate(), down)  # p^n
+    pn_hi = exp(up.multiply(n, x_lo).copy_negate(), up)
+    pi_lo = down.divide(down.multiply(c, pn_lo), up.add(1, p_hi))  # r, bounded termwise
+    pi_hi = up.divide(up.multiply(c, pn_hi), down.add(1, p_lo))
     abs_l_lo = pi_lo  # −ln(1 − π) ≥ π
     q_hi = up.subtract(1, pi_lo)
     if q_hi < 1:

@@ -19,9 +19,9 @@ the continuous ones by a factor 2/(1+p) ≤ 1 + 1/(2λ·GRID); rather than trust
 discrete noise (a dynamic programme over non-increasing count sequences) and
 :func:`privtree_params` raises λ until that loss is at most ε_s.
 
-Noise addresses: decision of node (depth k, Morton prefix p) = (context + ("split",), p, k); the
-noisy leaf count = (context + ("leaf",), p, k). Every node has its own address, so a replay draws
-exactly the same tree.
+Noise addresses: decision of node (depth k, Morton prefix p) = (context + ("split",), p, k), or
+at a small λ the rare outcomes of a level's class (:mod:`.privtree_descent`); the noisy leaf
+count = (context + ("leaf",), p, k). A replay draws exactly the same tree.
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ from dpsynth.online.privtree_descent import GRID, biased_counts
 
 #: Beyond this many noise scales above θ a node's decision loss is below e^-60 (ignored).
 _TAIL_SCALES = 60
+#: Decisions are drawn as rare outcomes per class (:func:`.privtree_descent.descend_rare`)
+#: where the noise scale λ is at most one record (ε_s ≳ 2.4): most nodes are then many scales
+#: from θ, their decisions nearly certain; the same distribution (P2c).
+RARE_MAX_SCALE = GRID
 #: Leaf counts draw only their nonzero noise where P(Lap_Z ≠ 0) is at most this (ε_c ≳ 2.1):
 #: one draw per nonzero value instead of one per leaf, the same distribution (P2c).
 NONZERO_SHARE = 0.25
@@ -221,7 +225,8 @@ def privtree_leaves(
     ``cells`` are sorted distinct addresses at ``address_depth`` (≥ params.max_depth) and
     ``weights`` their record counts. Nodes are visited depth by depth in one compiled pass
     (:mod:`~dpsynth.online.privtree_descent`); a node's decision noise is the draw that
-    ``noise.discrete_laplace_at(λ·GRID, context + ("split",), prefix, depth)`` returns.
+    ``noise.discrete_laplace_at(λ·GRID, context + ("split",), prefix, depth)`` returns, or,
+    where λ ≤ :data:`RARE_MAX_SCALE` units, the decisions are drawn per class as rare outcomes.
     """
     depths, prefixes, _ = _leaves_and_counts(cells, weights, params, noise, context,
                                              address_depth)
@@ -236,9 +241,8 @@ def _leaves_and_counts(cells: CellIds, weights: Counts, params: PrivTreeParams,
         raise ValueError("address_depth must be at least the PrivTree's max_depth")
     cells = np.ascontiguousarray(cells, dtype=np.uint64)
     cum = _cumulative(np.asarray(weights, dtype=np.int64))
-    if nonzero_share(params.scale_units) <= NONZERO_SHARE:  # a function of ε_s only (public)
-        return privtree_descent.descend_nonzero(cells, cum, params, noise, context,
-                                                address_depth)
+    if effective_scale(params.scale_units) <= RARE_MAX_SCALE:  # a function of ε_s (public)
+        return privtree_descent.descend_rare(cells, cum, params, noise, context, address_depth)
     return privtree_descent.descend_dense(cells, cum, params, noise, context, address_depth)
 
 

@@ -1,22 +1,30 @@
 """The PrivTree descent: every split decision of one tree, level by level, in one compiled pass.
 
 Layer: core (privacy: P10, P2c). Decision level i (tree depth k = i·stride) splits node v iff
-b(v) + Z_v > θ, b(v) = max(c(v)·GRID − i·δ, θ − δ), in exact integers (:mod:`.privtree`). The
-noise Z of a level is drawn one way or the other, by a function of ε_s only (public):
+b(v) + Z_v > θ, b(v) = max(c(v)·GRID − i·δ, θ − δ), in exact integers (:mod:`.privtree`), that
+is iff Z_v ≥ a(v) = θ − b(v) + 1. The decisions are drawn one way or the other, by a function
+of ε_s only (public):
 
-* *dense*: one exact Lap_Z draw per node, addressed (context + ("split",), prefix, k);
-* *nonzero only* (:func:`descend_nonzero`, where P(Lap_Z ≠ 0) ≤ ¼): the level's nonzero values
-  at (context + ("split", k, "nonzero"), j, ·), the j-th value the level's j-th node's in the
-  descent's order — the same law (P2c). The compiled pass reads the level's nonzero draws with
-  the sampler's kernel; in the rare case where double precision cannot decide a gap (about
-  once in 10¹¹) it gives up and the tree is drawn again level by level in Python, through
-  ``KeyedNoise.discrete_laplace_nonzero``, from the same addresses: the same leaves.
+* *dense* (:func:`descend_dense`): one exact Lap_Z draw per node, addressed
+  (context + ("split",), prefix, k);
+* *rare outcomes* (:func:`descend_rare`, where the noise scale is at most one record): the
+  nodes of a level with the same a are iid trials whose less likely outcome has probability
+  r = p^n/(1 + p), n = a for a ≥ 1 (a split) and n = 1 − a for a ≤ 0 (a leaf); the level draws,
+  for each class a, the positions of that outcome among the class's nodes in descent order —
+  a Bernoulli(r) process (:func:`dpsynth.noise.sparse.tail_positions`) at
+  (context + ("split", "rare"), j, event e(k, a)). Each decision has exactly its law in
+  Alg 1 and all are independent given the counts, so the tree has Alg 1's distribution
+  (P2c), at a cost of about one keystream block per class and per rare outcome: at a large ε
+  almost every node is far from θ and its decision nearly certain. Where double precision
+  cannot decide a gap (about once in 10¹¹) the pass stops, the decimal exact path decides it
+  and the pass runs again with that gap given: the same tree.
 
 Leaves come out level by level, in the order of the active nodes (children in Morton order).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,10 +33,23 @@ from numba import njit
 from numpy.typing import NDArray
 
 from dpsynth._types import CellIds, Counts
-from dpsynth.noise import KeyedNoise, discrete_laplace_draw, effective_scale, nonzero_draws_into
+from dpsynth.noise import (
+    KeyedNoise,
+    discrete_laplace_draw,
+    effective_scale,
+    rare_draws_into,
+    rate_bounds,
+    sparse,
+)
 
 #: Counts, θ and δ are compared in units of 1/GRID.
 GRID = 64
+#: e(k, a) = k·2^41 + a + 2^40: a class's process event, |a| < 2^40 (a count below 1.7·10¹⁰)
+_CLASS_BITS = 41
+_CLASS_OFFSET = 1 << 40
+#: The double-precision path's widening (:data:`dpsynth.noise.sparse.MARGIN`; tests raise it
+#: to send every gap through the exact path).
+MARGIN = sparse.MARGIN
 
 Words = NDArray[np.uint64]
 
@@ -43,100 +64,108 @@ def descend_dense(cells: CellIds, cum: Counts, params: Any, noise: KeyedNoise,
                   context: Sequence[int | str], address_depth: int
                   ) -> tuple[Counts, CellIds, Counts]:
     """The tree with one decision draw per node (the module docstring's dense form)."""
+    return _run(False, noise.subkey((*context, "split")), cells, cum, params, address_depth,
+                MARGIN)
+
+
+def descend_rare(cells: CellIds, cum: Counts, params: Any, noise: KeyedNoise,
+                 context: Sequence[int | str], address_depth: int, *,
+                 margin: float | None = None) -> tuple[Counts, CellIds, Counts]:
+    """The tree with each level's rare decision outcomes drawn per class (the module
+    docstring); ``margin``: the double-precision widening (default :data:`MARGIN`)."""
+    return _run(True, noise.subkey((*context, "split", "rare")), cells, cum, params,
+                address_depth, MARGIN if margin is None else margin)
+
+
+def _run(rare: bool, key: Words, cells: CellIds, cum: Counts, params: Any, address_depth: int,
+         margin: float) -> tuple[Counts, CellIds, Counts]:
+    """The compiled pass, again with each gap it could not decide given exactly."""
     sigma = effective_scale(params.scale_units)  # privacy: P2a (rounded up)
-    depths, prefixes, counts, _ = _descend(
-        noise.subkey((*context, "split")), np.zeros((0, 8), np.uint64),
-        np.uint64(sigma.numerator), np.uint64(sigma.denominator), 0.0, 0.0, 0.0, cells, cum,
-        address_depth, params.max_depth, params.stride, params.delta_units, params.theta_units)
-    return depths, prefixes, counts
-
-
-def descend_nonzero(cells: CellIds, cum: Counts, params: Any, noise: KeyedNoise,
-                    context: Sequence[int | str], address_depth: int
-                    ) -> tuple[Counts, CellIds, Counts]:
-    """The tree with each level's nonzero decision noise only (the module docstring)."""
-    levels = [(*context, "split", i * params.stride)
-              for i in range(params.max_depth // params.stride)]
-    keys, t, s, log_lo, log_hi, margin = noise.nonzero_plan(params.scale_units, levels)
-    depths, prefixes, counts, decided = _descend(
-        np.zeros(8, np.uint64), keys, np.uint64(t), np.uint64(s), log_lo, log_hi, margin, cells,
-        cum, address_depth, params.max_depth, params.stride, params.delta_units,
-        params.theta_units)
-    if decided:
-        return depths, prefixes, counts
-    return _descend_levels(cells, cum, params, noise, context, address_depth)
-
-
-def _descend_levels(cells: CellIds, cum: Counts, params: Any, noise: KeyedNoise,
-                    context: Sequence[int | str], address_depth: int
-                    ) -> tuple[Counts, CellIds, Counts]:
-    """:func:`descend_nonzero` level by level in Python (every gap decided, the exact path
-    included): the fallback of the compiled pass, from the same addresses."""
-    depths: list[Counts] = []
-    prefixes: list[CellIds] = []
-    counts: list[Counts] = []
-    stride, fanout = np.uint64(params.stride), np.arange(params.fanout, dtype=np.uint64)
-    active = np.zeros(1, np.uint64)
-    i = 0
-    while active.size:
-        k = i * params.stride
-        shift = np.uint64(address_depth - k)
-        count = (cum[np.searchsorted(cells, (active + np.uint64(1)) << shift)]
-                 - cum[np.searchsorted(cells, active << shift)])
-        if k == params.max_depth:  # forced leaves: no decision
-            split = np.zeros(active.size, bool)
-        else:
-            b = biased_counts(count, i, params.delta_units, params.theta_units)
-            at, z = noise.discrete_laplace_nonzero(params.scale_units, (*context, "split", k),
-                                                   active.size)
-            b[at] += z
-            split = b > params.theta_units
-        leaf = ~split
-        depths.append(np.full(int(leaf.sum()), k, np.int64))
-        prefixes.append(active[leaf])
-        counts.append(count[leaf])
-        active = ((active[split] << stride)[:, None] | fanout).reshape(-1)
-        i += 1
-    return np.concatenate(depths), np.concatenate(prefixes), np.concatenate(counts)
+    t, s = sigma.numerator, sigma.denominator
+    forced: list[tuple[int, int, int]] = []  # (event, selection j, gap), by event then j
+    while True:
+        table = np.array(forced, np.int64).reshape(-1, 3)
+        events, js, gaps = (np.ascontiguousarray(table[:, c]) for c in range(3))
+        depths, prefixes, counts, stop = _descend(
+            key, rare, np.uint64(t), np.uint64(s), margin, events, js, gaps, cells, cum,
+            address_depth, params.max_depth, params.stride, params.delta_units,
+            params.theta_units)
+        if stop[0] < 0:
+            return depths, prefixes, counts
+        event, j, n, remaining = (int(v) for v in stop)
+        forced.append((event, j, sparse.exact_gap(key, j, t, s, remaining, rate=(1, n),
+                                                  event=event)))
+        forced.sort()
 
 
 @njit(cache=True)
-def _level_noise(key: Words, level_keys: Words, i: int, k: int, t: np.uint64, s: np.uint64,
-                 log_lo: float, log_hi: float, margin: float, active: CellIds,
-                 buf: Words) -> tuple[Counts, bool]:
-    """The decision noise of level i's nodes: dense draws (``level_keys`` empty) or the
-    level's nonzero draws; False when a gap needs the exact path."""
-    z = np.zeros(active.size, np.int64)
-    if level_keys.shape[0] == 0:
-        for j in range(active.size):
-            z[j] = discrete_laplace_draw(key, t, s, active[j], np.uint64(k), buf)
-        return z, True
-    at = np.empty(active.size, np.int64)
-    values = np.empty(active.size, np.int64)
+def _dense_splits(key: Words, t: np.uint64, s: np.uint64, k: int, active: CellIds, b: Counts,
+                  theta_units: int, buf: Words) -> np.ndarray:
+    """b + Z > θ, one Lap_Z(t/s) draw per node at (prefix, k)."""
+    split = np.empty(active.size, np.bool_)
+    for j in range(active.size):
+        split[j] = b[j] + discrete_laplace_draw(key, t, s, active[j], np.uint64(k), buf) \
+            > theta_units
+    return split
+
+
+@njit(cache=True)
+def _rare_splits(key: Words, t: np.uint64, s: np.uint64, margin: float, forced_events: Counts,
+                 forced_js: Counts, forced_gaps: Counts, k: int, b: Counts, theta_units: int,
+                 stop: Counts) -> np.ndarray:
+    """The level's decisions drawn per class a = θ − b + 1 (module docstring); on a gap
+    double precision cannot decide, ``stop`` = (event, selection, n, trials remaining)."""
+    a = theta_units - b + 1  # split iff Z ≥ a
+    split = np.empty(b.size, np.bool_)
+    order = np.argsort(a, kind="mergesort")  # stable: a class's nodes in descent order
+    at = np.empty(b.size, np.int64)
     none = np.empty(0, np.int64)
-    n, ambiguous = nonzero_draws_into(level_keys[i], t, s, active.size, log_lo, log_hi, margin,
-                                      none, none, at, values)
-    if ambiguous >= 0:
-        return z, False
-    for q in range(n):
-        z[at[q]] = values[q]
-    return z, True
+    log_norm = math.log1p(math.exp(-(float(s) / float(t))))  # ln(1 + p)
+    start = 0
+    while start < b.size:
+        cls = a[order[start]]
+        end = start + 1
+        while end < b.size and a[order[end]] == cls:
+            end += 1
+        n = cls if cls >= 1 else 1 - cls  # the rare outcome: Z ≥ n (split) or Z ≤ −n (leaf)
+        if n >= _CLASS_OFFSET:
+            raise ValueError("a PrivTree count above 1.7e10 records")
+        lo, hi = rate_bounds(-float(n) * (float(s) / float(t)) - log_norm)
+        event = (np.int64(k) << _CLASS_BITS) + cls + _CLASS_OFFSET
+        mine = forced_events == event
+        selected, ambiguous = rare_draws_into(
+            key, t, s, np.uint64(event), end - start, lo, hi, margin, forced_js[mine],
+            forced_gaps[mine], at, none)
+        if ambiguous >= 0:
+            stop[0], stop[1], stop[2] = event, ambiguous, n
+            stop[3] = end - start - (at[selected - 1] + 1 if selected else 0)
+            return split
+        for q in range(start, end):
+            split[order[q]] = cls <= 0  # the likely outcome
+        for q in range(selected):
+            split[order[start + at[q]]] = cls >= 1
+        start = end
+    return split
 
 
 @njit(cache=True)
-def _descend(key: Words, level_keys: Words, t: np.uint64, s: np.uint64, log_lo: float,
-             log_hi: float, margin: float, cells: CellIds, cum: Counts, address_depth: int,
-             max_depth: int, stride: int, delta_units: int,
-             theta_units: int) -> tuple[Counts, CellIds, Counts, bool]:
-    """Breadth-first PrivTree (module docstring): (depths, prefixes, true counts, decided).
-    Shifts stay in uint64 (numba turns uint64-with-int64 into floats)."""
+def _descend(key: Words, rare: bool, t: np.uint64, s: np.uint64, margin: float,
+             forced_events: Counts, forced_js: Counts, forced_gaps: Counts, cells: CellIds,
+             cum: Counts, address_depth: int, max_depth: int, stride: int, delta_units: int,
+             theta_units: int) -> tuple[Counts, CellIds, Counts, Counts]:
+    """Breadth-first PrivTree (module docstring): (depths, prefixes, true counts, stop), stop[0]
+    ≥ 0 when a gap needs the exact path (:func:`_rare_splits`). Shifts stay in uint64 (numba
+    turns uint64-with-int64 into floats)."""
     buf = np.empty(16, np.uint64)
+    stop = np.full(4, -1, np.int64)
     fanout = 1 << stride
     leaf_depths = np.empty(64, np.int64)
     leaf_prefixes = np.empty(64, np.uint64)
     leaf_counts = np.empty(64, np.int64)
     leaves = 0
     active = np.zeros(1, np.uint64)
+    first = np.zeros(1, np.int64)  # the active nodes' ranges of ``cells``: [first, end)
+    end = np.full(1, cells.size, np.int64)
     i = 0
     while active.size > 0:
         k = i * stride
@@ -147,12 +176,9 @@ def _descend(key: Words, level_keys: Words, t: np.uint64, s: np.uint64, log_lo: 
             leaf_prefixes = np.concatenate(
                 (leaf_prefixes, np.empty(size - leaf_prefixes.size, np.uint64)))
             leaf_counts = np.concatenate((leaf_counts, np.empty(size - leaf_counts.size, np.int64)))
-        shift = np.uint64(address_depth - k)
         count = np.empty(active.size, np.int64)
         for j in range(active.size):
-            lo = np.searchsorted(cells, active[j] << shift)
-            hi = np.searchsorted(cells, (active[j] + np.uint64(1)) << shift)
-            count[j] = cum[hi] - cum[lo]
+            count[j] = cum[end[j]] - cum[first[j]]
         if k == max_depth:  # forced leaves: no decision
             for j in range(active.size):
                 leaf_depths[leaves] = k
@@ -160,19 +186,34 @@ def _descend(key: Words, level_keys: Words, t: np.uint64, s: np.uint64, log_lo: 
                 leaf_counts[leaves] = count[j]
                 leaves += 1
             break
-        z, decided = _level_noise(key, level_keys, i, k, t, s, log_lo, log_hi, margin, active,
-                                  buf)
-        if not decided:
-            return leaf_depths[:0].copy(), leaf_prefixes[:0].copy(), leaf_counts[:0].copy(), False
-        bias = np.int64(i) * np.int64(delta_units)
+        b = np.maximum(count * GRID - np.int64(i) * np.int64(delta_units),
+                       theta_units - delta_units)
+        if rare:
+            split = _rare_splits(key, t, s, margin, forced_events, forced_js, forced_gaps, k, b,
+                                 theta_units, stop)
+            if stop[0] >= 0:
+                leaves = 0
+                break
+        else:
+            split = _dense_splits(key, t, s, k, active, b, theta_units, buf)
         children = np.empty(active.size * fanout, np.uint64)
+        child_first = np.empty(active.size * fanout, np.int64)
+        child_end = np.empty(active.size * fanout, np.int64)
+        child_shift = np.uint64(address_depth - k - stride)
         splits = 0
         for j in range(active.size):
-            b = max(count[j] * GRID - bias, theta_units - delta_units)
-            if b + z[j] > theta_units:
-                first = active[j] << np.uint64(stride)
+            if split[j]:
+                base = active[j] << np.uint64(stride)
+                lo, hi = first[j], end[j]
+                at = splits * fanout
+                child_first[at] = lo
+                child_end[at + fanout - 1] = hi
+                for c in range(1, fanout):  # the children's ranges split the parent's
+                    cut = lo + np.searchsorted(cells[lo:hi], (base | np.uint64(c)) << child_shift)
+                    child_end[at + c - 1] = cut
+                    child_first[at + c] = cut
                 for c in range(fanout):
-                    children[splits * fanout + c] = first | np.uint64(c)
+                    children[at + c] = base | np.uint64(c)
                 splits += 1
             else:
                 leaf_depths[leaves] = k
@@ -180,6 +221,7 @@ def _descend(key: Words, level_keys: Words, t: np.uint64, s: np.uint64, log_lo: 
                 leaf_counts[leaves] = count[j]
                 leaves += 1
         active = children[:splits * fanout]
+        first, end = child_first[:splits * fanout], child_end[:splits * fanout]
         i += 1
     return (leaf_depths[:leaves].copy(), leaf_prefixes[:leaves].copy(),
-            leaf_counts[:leaves].copy(), True)
+            leaf_counts[:leaves].copy(), stop)
