@@ -173,10 +173,10 @@ def _ratio_bounds(value: int, bits: int, t: int, s: int, digits: int,
     """Bounds on |ln U| / |ln(1 − r)|, r = c·p^n/(1 + p) for ``rate`` = (c, n), for
     U ∈ [value, value + 1)·2^−bits (None: no upper bound, U may be near 0), at ``digits``
     significant digits with directed rounding (exponents unbounded: p^n may be tiny)."""
-    wide = {"Emin": decimal.MIN_EMIN, "Emax": decimal.MAX_EMAX}
-    down = decimal.Context(prec=digits, rounding=decimal.ROUND_FLOOR, **wide)
-    up = decimal.Context(prec=digits, rounding=decimal.ROUND_CEILING, **wide)
-    near = decimal.Context(prec=digits, **wide)  # exp and ln round to nearest: +1 ulp
+    lo_e, hi_e = decimal.MIN_EMIN, decimal.MAX_EMAX
+    down = decimal.Context(prec=digits, rounding=decimal.ROUND_FLOOR, Emin=lo_e, Emax=hi_e)
+    up = decimal.Context(prec=digits, rounding=decimal.ROUND_CEILING, Emin=lo_e, Emax=hi_e)
+    near = decimal.Context(prec=digits, Emin=lo_e, Emax=hi_e)  # exp, ln to nearest: +1 ulp
     # every step names its context: Decimal's operators (unary minus too) would round in the
     # thread's context (28 digits, to nearest), which is no bound; copy_negate is exact
 
