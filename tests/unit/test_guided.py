@@ -9,15 +9,9 @@ from dpsynth.errors import ConfigError
 from dpsynth.eval import w1_tree_upper
 from dpsynth.noise import KeyedNoise
 from dpsynth.offline.pmm import pmm_synthesize
-from dpsynth.online.guided import (
-    MIN_SPLIT_MASS,
-    UNIFORM_PRIOR,
-    GuidedMechanism,
-    guided_partition,
-    node_levels,
-    split_threshold,
-)
+from dpsynth.online.guided import UNIFORM_PRIOR, GuidedMechanism, node_levels
 from dpsynth.online.mechanism import resolve_mechanism
+from dpsynth.online.partition import MIN_SPLIT_MASS, guided_partition, split_threshold
 from dpsynth.online.rounding import pooled_intervals
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.tree import route

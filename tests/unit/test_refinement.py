@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dpsynth.noise import KeyedNoise
-from dpsynth.online.guided import guided_partition
+from dpsynth.online.partition import guided_partition
 from dpsynth.online.privtree import privtree_leaves, privtree_params
 from dpsynth.online.refinement import (
     REFINE_FROM,

@@ -20,7 +20,7 @@ is how a block's records are summarised while it is open and when it closes:
   cover for the block, the latest step summary for a step — so it costs no budget
   (post-processing; PrivTree's decisions cost ε_s, a share of a block's budget). A cell v of
   depth k is split while its guide mass m(v) times its ℓ∞ diameter D_k = 2^−⌊k/d⌋ exceeds
-  θ·E|Lap_Z(1/ε)| (≈ θ/ε; → 0 at large ε, :func:`split_threshold`): m·D bounds the tree-W1
+  θ·E|Lap_Z(1/ε)| (≈ θ/ε; → 0 at large ε; :mod:`~dpsynth.online.partition`): m·D bounds the tree-W1
   cost of spreading v's records uniformly over v, and E|noise| ≈ 1/ε is the
   scale of one more leaf's noise. A region the guide thinks empty stays one coarse leaf whose
   noisy count still measures what arrived there; the next summaries split it.
@@ -54,10 +54,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
-from dpsynth._types import CellIds, Counts, LeafCounts
-from dpsynth.noise import KeyedNoise, discrete_laplace_mean_abs, discrete_laplace_variance
+from dpsynth._types import CellIds, LeafCounts
+from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.online.block_budget import GUIDED_STEP_SHARE, BlockBudget, block_budget
 from dpsynth.online.em import em_density, stacked_parts
 from dpsynth.online.floors import (
@@ -65,24 +64,15 @@ from dpsynth.online.floors import (
     guide_expects_empty,
     self_empty,
 )
-from dpsynth.online.guide_mass import cumulative_mass, mass_between
+from dpsynth.online.partition import SPLIT_THRESHOLD, guided_partition, split_threshold
 from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.refinement import refined_partition
-from dpsynth.online.rounding import Floats, block_intervals, mass_depth, union_grid
+from dpsynth.online.rounding import block_intervals, mass_depth, union_grid
 from dpsynth.online.steps import StepMechanism, block_of
 from dpsynth.online.summary import Summary
 
 #: A node of level l holds 8^l steps.
 TIME_FANOUT_BITS = 3
-#: θ: a cell is split while guide mass × ℓ∞ diameter > θ·E|leaf noise| (≈ θ/ε; tuned on the
-#: moving blob, uniform data and Gowalla: docs/benchmarks.md, "How the defaults were tuned").
-SPLIT_THRESHOLD = 0.5
-#: A cell whose guide mass is below a quarter of a record is not split, whatever ε: at large ε
-#: the leaf noise cost → 0 (:func:`split_threshold`) and the uniform prior would otherwise split
-#: the whole cube to ``max_depth`` (split cells of one depth are disjoint, so at most 8 leaves per
-#: record of guide mass at each depth; a threshold of one record held the error far above
-#: PMM's at large ε).
-MIN_SPLIT_MASS = 0.25
 #: Share of a guide's mass added uniformly before a partition is chosen (consistency under drift).
 UNIFORM_PRIOR = 0.03
 #: Leaves whose noisy count is at most this many noise scales are dropped, for d = 1 and for
@@ -96,75 +86,6 @@ LEAF_FLOOR_SCALES = (1.0, 2.0)
 def node_levels(b: int) -> range:
     """The time levels of block b: l with 8^l < 2^b (none for block 0, a single step)."""
     return range((b - 1) // TIME_FANOUT_BITS + 1) if b >= 1 else range(0)
-
-
-def split_threshold(epsilon: float) -> float:
-    """θ · E|noise of one leaf| at ``epsilon``: the cost of one more leaf that a split must beat
-    (guide mass × diameter). E|Lap_Z(1/ε)| = 1/sinh(ε) ≈ 1/ε at small ε, but → 2e^{−ε} at large
-    ε, where the integer noise is almost always 0: then cells split down to ``max_depth`` wherever
-    the guide has mass, so the release tends to the true prefix (consistency, issue 14)."""
-    return SPLIT_THRESHOLD * discrete_laplace_mean_abs(1.0 / epsilon)
-
-
-def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, threshold: float,
-                     d: int, max_depth: int, widths: np.ndarray | None = None
-                     ) -> tuple[np.ndarray, CellIds]:
-    """Leaves (depths, Morton prefixes) of the cells split while guide mass × D_k > threshold
-    (and the guide mass is at least :data:`MIN_SPLIT_MASS`).
-
-    The guide is a piecewise-constant mass density on Morton intervals of depth ``depth``
-    (``starts``, mass per depth-``depth`` cell); D_k = 2^−⌊k/d⌋ is the ℓ∞ diameter of a cell of
-    depth k. Cells deeper than ``depth`` lie inside one guide cell (mass halves per level). A
-    deterministic function of the guide: no data, no noise.
-
-    >>> depths, prefixes = guided_partition(np.array([0]), np.array([100.0]), 0, 10.0, 1, 20)
-    >>> depths.tolist(), prefixes.tolist()
-    ([2, 2, 2, 2], [0, 1, 2, 3])
-    """
-    starts = np.asarray(starts, dtype=np.float64)
-    widths = (np.diff(np.concatenate([starts, [float(1 << depth)]])) if widths is None else
-              np.asarray(widths, np.float64))
-    return _partition(starts, np.asarray(density, np.float64), widths, depth, threshold, d,
-                      max_depth)
-
-
-@njit(cache=True)
-def _partition(starts: Floats, density: Floats, widths: Floats, depth: int, threshold: float,
-               d: int, max_depth: int) -> tuple[Counts, CellIds]:
-    """:func:`guided_partition` depth first, so the leaves come out in Morton order."""
-    cum = cumulative_mass(starts, density, widths)
-    hint = 0  # depth first: the cells' starts never decrease, each query starts near the last
-    spans = np.empty(max_depth + 1, np.float64)  # a depth-k cell's width in guide cells
-    diameters = np.empty(max_depth + 1, np.float64)  # D_k (exact powers of two)
-    for k in range(max_depth + 1):
-        spans[k] = 2.0 ** (depth - k)
-        diameters[k] = 2.0 ** -(k // d)
-    depths = np.empty(64, np.int64)
-    prefixes = np.empty(64, np.uint64)
-    n = 0
-    stack_depth = np.empty(2 * max_depth + 2, np.int64)
-    stack_prefix = np.empty(2 * max_depth + 2, np.uint64)
-    stack_depth[0], stack_prefix[0], top = 0, np.uint64(0), 1
-    while top > 0:
-        top -= 1
-        k, prefix = stack_depth[top], stack_prefix[top]
-        split = False
-        if k < max_depth:
-            low = float(prefix) * spans[k]
-            mass, hint = mass_between(starts, density, cum, low, low + spans[k], hint)
-            split = mass >= MIN_SPLIT_MASS and mass * diameters[k] > threshold
-        if split:  # the right child below the left: the left is visited first
-            first = prefix << np.uint64(1)
-            stack_depth[top], stack_prefix[top] = k + 1, first | np.uint64(1)
-            stack_depth[top + 1], stack_prefix[top + 1] = k + 1, first
-            top += 2
-            continue
-        if n == depths.size:
-            depths = np.concatenate((depths, np.empty(n, np.int64)))
-            prefixes = np.concatenate((prefixes, np.empty(n, np.uint64)))
-        depths[n], prefixes[n] = k, prefix
-        n += 1
-    return depths[:n].copy(), prefixes[:n].copy()
 
 
 class GuidedMechanism(StepMechanism):

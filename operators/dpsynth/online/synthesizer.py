@@ -2,8 +2,8 @@
 
 Layer: core. :class:`OnlineSynthesizer` owns what every algorithm shares — validation and
 routing of points, time (records, ticks, public steps), releases with their public metadata and
-placement seed, snapshots — and drives one *mechanism* (:mod:`dpsynth.online.mechanism`) that
-owns the private state.
+placement seed, snapshots (:mod:`~dpsynth.online.snapshots`) — and drives one *mechanism*
+(:mod:`dpsynth.online.mechanism`) that owns the private state.
 
 Ticks (DESIGN §3): a tick, and a release, every ``release_every`` records (ticks also end
 where the mechanism's time levels end). Step mechanisms also take steps: ``add`` the records,
@@ -24,7 +24,7 @@ from dpsynth.accounting import Schedule
 from dpsynth.clock import TickClock, step_records
 from dpsynth.consistency import MAX_COUNT
 from dpsynth.contract import refuse_count_steps, tick_ends_step
-from dpsynth.errors import ConfigError, StateCorruptError
+from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
 from dpsynth.online.mechanism import (
     AUTO,
@@ -34,17 +34,11 @@ from dpsynth.online.mechanism import (
     per_record_epsilon,
     step_mechanisms,
 )
+from dpsynth.online.snapshots import load_snapshot, read_snapshot, snapshot_bytes
 from dpsynth.online.users import UserLevel, check_unit, refuse_users
 from dpsynth.params import DEFAULT_MAX_DEPTH, check_library
 from dpsynth.release import RELEASE_SCHEMA_VERSION, Release
-from dpsynth.state import pack_state, unpack_state
 from dpsynth.tree import route, validate_points
-
-#: The snapshot's entries for mechanism state, in their order on disk (absent ones are empty).
-_STATE_ENTRIES: dict[str, Any] = {
-    "pending": lambda: np.zeros(0, np.uint64), "history": list, "levels": list,
-    "blocks": lambda: None,
-}
 
 
 class OnlineSynthesizer:
@@ -377,25 +371,7 @@ class OnlineSynthesizer:
         ``include_users=False`` leaves out the per-user counts (the worker keeps them in its
         store, written in the same atomic commit: P15).
         """
-        entries = self._mechanism.state()
-        users = ({} if self.users is None else  # privacy: P15 (stored apart by the worker)
-                 {"users": self.users.bounds.state() if include_users else None})
-        state = {
-            "config": self._config(),
-            "key_fingerprint": self._noise.fingerprint(),
-            "t": self.t,
-            "sequence": self.sequence,
-            "clipped": self.clipped,
-            **{name: entries[name] if name in entries else empty()
-               for name, empty in _STATE_ENTRIES.items()},
-            **users,
-            "step_records": 0 if self._mechanism.counts_records else self._open,
-            "last": None if self._last is None else {
-                "t": self._last.t, "depth": self._last.depth,
-                "leaf_counts": self._last.leaf_counts, "metadata": self._last.metadata,
-            },
-        }
-        return pack_state(state)
+        return snapshot_bytes(self, include_users)
 
     @classmethod
     def restore(
@@ -405,29 +381,12 @@ class OnlineSynthesizer:
 
         ``schedule`` must be given again when the synthesizer was built with a custom one.
         """
-        state = unpack_state(blob)
-        config = dict(state["config"])
-        name = config.pop("schedule")
+        state, name, config = read_snapshot(blob)
         if schedule is not None:
             if schedule.name != name:
                 raise ConfigError(f"schedule '{schedule.name}' differs from the snapshot's "
                                   f"'{name}'; pass the schedule the snapshot was made with")
             name = "paper"
         self = cls(key=key, mechanism=name, schedule=schedule, **config)
-        if self._noise.fingerprint() != state["key_fingerprint"]:
-            raise StateCorruptError(
-                "snapshot was written under a different noise key; restore it with that key "
-                "(a new key must start from an empty state)"
-            )
-        self.t, self.sequence, self.clipped = state["t"], state["sequence"], state["clipped"]
-        self._mechanism.load_state({name: state[name] for name in _STATE_ENTRIES})
-        if self.users is not None and state.get("users") is not None:
-            self.users.bounds.load_state(state["users"])
-        self._open = (self.t % self.release_every if self._mechanism.counts_records
-                      else int(state["step_records"]))
-        last = state["last"]
-        if last is not None:
-            self._last = Release(last["t"], last["depth"], last["leaf_counts"],
-                                 last["metadata"], self.placement_seed)
+        load_snapshot(self, state)
         return self
-
