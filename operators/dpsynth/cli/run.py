@@ -45,7 +45,12 @@ from dpsynth.cli.common import (
 from dpsynth.cli.errors import EXIT_STATUS_HELP, InputError, fail_on_dpsynth_error
 from dpsynth.cli.options import declared_options
 from dpsynth.cli.outputs import Diagnostics, prepare_out_dir
-from dpsynth.cli.run_plots import CURVE_EXACT_POINTS, plot_true_vs_synthetic, plot_w1_over_t
+from dpsynth.cli.run_plots import (
+    CURVE_EXACT_POINTS,
+    plot_true_vs_synthetic,
+    plot_w1_over_t,
+    print_w1,
+)
 from dpsynth.cli.timesteps import TimeSteps, time_options, time_steps
 from dpsynth.contract import feed
 from dpsynth.errors import ConfigError
@@ -367,7 +372,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     plot_true_vs_synthetic(out / "true-vs-synthetic.png", log.true[:fed],
                             release.points, source, title)
     plot_w1_over_t(out / "w1-over-t.png", curve, title, final)
-    _print_w1(err, release.t, final, curve)
+    print_w1(err, release.t, final, curve)
     console.print(f"wrote {out / 'summary.json'}, {out / 'true-vs-synthetic.png'}, "
                   f"{out / 'w1-over-t.png'} and {out / 'dead-letter.ndjson'}: evaluation and "
                   "diagnostics from the raw input, not private, do not publish them; the "
@@ -384,20 +389,3 @@ def _no_release(log: RunLog, release_every: int, steps: TimeSteps | None) -> str
         return (f"no release: {d.accepted:,} valid records, fewer than --release-every "
                 f"({release_every:,}); lower --release-every or give more records")
     return "no release: no time step holds a valid record; check --time-origin and --time-end"
-
-
-def _print_w1(console: Console, t: int, w1: dict[str, Any],
-              curve: list[dict[str, Any]]) -> None:
-    """The final release's W1 bracket, and the curve's value at the same release if it was
-    computed on other subsamples (labelled, so the two numbers are not confused)."""
-    sample = (f"exact on random subsamples of {w1['exact_points']:,} points (of {t:,})"
-              if w1["exact_subsampled"] else f"exact on all {t:,} points")
-    console.print(
-        f"evaluation (not private): final release t = {t:,}: ℓ∞ W1 to the true prefix "
-        f"{w1['exact']:.4f} ({sample}); sliced lower bound {w1['sliced_lower']:.4f}, tree "
-        f"upper bound {w1['tree_upper']:.4f}", highlight=False)
-    if curve and curve[-1]["exact_points"] != w1["exact_points"]:
-        console.print(
-            f"  w1-over-t.png plots exact W1 on subsamples of {curve[-1]['exact_points']:,} "
-            f"points ({curve[-1]['exact']:.4f} at t = {curve[-1]['t']:,}) and marks the value "
-            "above: smaller subsamples give larger W1", highlight=False)

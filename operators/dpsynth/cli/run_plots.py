@@ -1,4 +1,5 @@
-"""The two plots of ``dpsynth run``: true prefix next to the synthetic release, W1 over t.
+"""The two plots of ``dpsynth run`` (true prefix next to the synthetic release, W1 over t) and
+its W1 report.
 
 Layer: adapter. Evaluation artefacts computed from the raw input: not private, never published.
 """
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.console import Console
 
 from dpsynth.cli.common import Source, figure
 
@@ -76,3 +78,20 @@ def plot_w1_over_t(path: Path, curve: list[dict[str, Any]], title: str,
     ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.savefig(path, dpi=110)
+
+
+def print_w1(console: Console, t: int, w1: dict[str, Any],
+              curve: list[dict[str, Any]]) -> None:
+    """The final release's W1 bracket, and the curve's value at the same release if it was
+    computed on other subsamples (labelled, so the two numbers are not confused)."""
+    sample = (f"exact on random subsamples of {w1['exact_points']:,} points (of {t:,})"
+              if w1["exact_subsampled"] else f"exact on all {t:,} points")
+    console.print(
+        f"evaluation (not private): final release t = {t:,}: ℓ∞ W1 to the true prefix "
+        f"{w1['exact']:.4f} ({sample}); sliced lower bound {w1['sliced_lower']:.4f}, tree "
+        f"upper bound {w1['tree_upper']:.4f}", highlight=False)
+    if curve and curve[-1]["exact_points"] != w1["exact_points"]:
+        console.print(
+            f"  w1-over-t.png plots exact W1 on subsamples of {curve[-1]['exact_points']:,} "
+            f"points ({curve[-1]['exact']:.4f} at t = {curve[-1]['t']:,}) and marks the value "
+            "above: smaller subsamples give larger W1", highlight=False)

@@ -25,13 +25,12 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from dpsynth.cli.errors import fail_on_dpsynth_error
 from dpsynth.cli.kafka import bootstrap_option, resolve_bootstrap
 from dpsynth.client.recording import ROLES
+from dpsynth.client.topic_admin import retention_ms, topic_partitions
 from dpsynth.client.transfer import (
     TIMESTAMP_MODES,
     TransferSummary,
     export_topic,
     import_recording,
-    retention_ms,
-    topic_partitions,
 )
 from dpsynth.schema import Schema
 

@@ -30,12 +30,12 @@ from typing import IO, Any
 
 from dpsynth.client.content import VALUES, describe
 from dpsynth.client.recording import (
-    RecordingError,
     RecordingHeader,
     RecordingReader,
     RecordingWriter,
     TopicRecord,
 )
+from dpsynth.client.topic_admin import TopicError, ensure_topic, kafka_module, topic_partitions
 
 #: confluent-kafka's timestamp type codes (NOT_AVAILABLE, CREATE_TIME, LOG_APPEND_TIME).
 _TIMESTAMP_NAMES = {0: "NoTimestampType", 1: "CreateTime", 2: "LogAppendTime"}
@@ -48,10 +48,6 @@ TIMESTAMP_MODES = ("recorded", "now", "shift")
 #: Records the import's producer may hold unacknowledged.
 _QUEUE_RECORDS = 1_000_000
 Progress = Callable[[int], None]
-
-
-class TopicError(RecordingError):
-    """A topic cannot be read, created or written as asked; the message says how to fix it."""
 
 
 @dataclass(frozen=True)
@@ -69,80 +65,6 @@ class TransferSummary:
     def records(self) -> int:
         """Records moved in all."""
         return sum(self.per_partition.values())
-
-
-def _kafka() -> Any:
-    try:
-        import confluent_kafka
-        import confluent_kafka.admin  # noqa: F401  (makes confluent_kafka.admin available)
-    except ImportError:
-        raise TopicError("confluent-kafka is not installed: pip install 'dpsynth[client]'"
-                         ) from None
-    return confluent_kafka
-
-
-def retention_ms(bootstrap: str, topic: str, *, timeout_s: float = 15.0) -> int | None:
-    """The topic's ``retention.ms`` (-1: kept forever), or None when it cannot be read."""
-    kafka = _kafka()
-    admin = kafka.admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    resource = kafka.admin.ConfigResource(kafka.admin.ResourceType.TOPIC, topic)
-    try:
-        entries = admin.describe_configs([resource])[resource].result(timeout=timeout_s)
-        return int(entries["retention.ms"].value)
-    except (kafka.KafkaException, KeyError, TypeError, ValueError):
-        return None
-
-
-def topic_partitions(bootstrap: str, topic: str, *, timeout_s: float = 15.0) -> int | None:
-    """The partition count of ``topic``, or None when it does not exist."""
-    kafka = _kafka()
-    admin = kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
-    try:
-        metadata = admin.list_topics(timeout=timeout_s)
-    except kafka.KafkaException as e:
-        raise TopicError(f"cannot reach the broker at {bootstrap} within {timeout_s:g} s "
-                         f"({e}); start one or fix the bootstrap address") from None
-    found = metadata.topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
-        return None
-    return len(found.partitions)
-
-
-def ensure_topic(bootstrap: str, topic: str, partitions: int, *, replication_factor: int = -1,
-                 create: bool = True, topic_config: Mapping[str, str] | None = None,
-                 timeout_s: float = 30.0) -> int:
-    """Make sure ``topic`` has at least ``partitions`` partitions; return its count.
-
-    A missing topic is created with exactly ``partitions`` and ``topic_config`` (unless
-    ``create`` is False); an existing one with fewer is refused, never altered.
-    """
-    kafka = _kafka()
-    count = topic_partitions(bootstrap, topic)
-    if count is None:
-        if not create:
-            raise TopicError(f"topic {topic!r} does not exist on {bootstrap}: create it with "
-                             f"at least {partitions} partitions, or allow its creation")
-        admin = kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
-        future = admin.create_topics([kafka.admin.NewTopic(
-            topic, num_partitions=partitions, replication_factor=replication_factor,
-            config=dict(topic_config or {}))])[topic]
-        try:
-            future.result(timeout=timeout_s)
-        except kafka.KafkaException as e:
-            if e.args[0].code() != kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-                raise TopicError(f"cannot create topic {topic!r}: {e}") from None
-        deadline = time.monotonic() + timeout_s
-        while (count := topic_partitions(bootstrap, topic)) is None:
-            if time.monotonic() > deadline:
-                raise TopicError(f"topic {topic!r} was created but shows no metadata after "
-                                 f"{timeout_s:g} s")
-            time.sleep(0.1)
-    if count < partitions:
-        raise TopicError(
-            f"topic {topic!r} has {count} partitions; the recording needs {partitions} (its "
-            "records keep their partition numbers): import into a new topic (--topic NAME) "
-            f"or add partitions (kafka-topics --alter --partitions {partitions})")
-    return count
 
 
 # -- reading a topic ----------------------------------------------------------------------------
@@ -164,7 +86,7 @@ def read_topic_records(bootstrap: str, topic: str, *, timeout_s: float = 60.0,
     is a function of the topic's content. ``read_committed``: aborted records are skipped.
     ``timeout_s`` bounds a wait without any new record.
     """
-    kafka = _kafka()
+    kafka = kafka_module()
     consumer = kafka.Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"dpsynth-export-{uuid.uuid4().hex[:12]}",
         "enable.auto.commit": False, "isolation.level": "read_committed",
@@ -325,7 +247,7 @@ def import_recording(
                          f"{', '.join(TIMESTAMP_MODES)}")
     if speed is not None and not speed > 0:
         raise TopicError(f"speed ({speed!r}) must be > 0 (1.0: the recorded rate)")
-    kafka = _kafka()
+    kafka = kafka_module()
     started = time.perf_counter()
     with RecordingReader(source) as reader:
         header = reader.header
@@ -363,7 +285,7 @@ def _produce_all(producer: Any, reader: RecordingReader, topic: str, n_partition
     The producer reports failed deliveries only (``delivery.report.only.error``), so the loop
     costs one ``produce`` per record and nothing per acknowledgement.
     """
-    produce, poll, kafka_error = producer.produce, producer.poll, _kafka().KafkaException
+    produce, poll, kafka_error = producer.produce, producer.poll, kafka_module().KafkaException
     start: tuple[float, int] | None = None  # (monotonic start, first recorded timestamp)
     shift, stamp_now, n = 0, timestamps == "now", 0
     oldest: int | None = None

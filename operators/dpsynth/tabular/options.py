@@ -71,3 +71,10 @@ def check_options(domain: Domain, **options: Any) -> None:
     share = options["size_share"]
     if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 < share < 1.0:
         raise ConfigError(f"`size_share` ({share!r}) must lie strictly in (0, 1)")
+
+
+def refuse_users(users: Any) -> None:
+    """The tabular engine protects records: ``users=`` (the privacy unit "user") is refused."""
+    if users is not None:
+        raise ConfigError("users= gives each record's user for the privacy unit 'user', which "
+                          "the tabular synthesizer does not offer (it protects records): drop it")

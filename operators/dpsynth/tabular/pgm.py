@@ -49,6 +49,14 @@ def require_mbi() -> Any:
     return mbi
 
 
+def step_fit(fit_name: str, model: ParticleModel, *, stddev: float) -> Any:
+    """A step's fit: ``model.fit`` (``"mw"``) or a fresh :class:`PGMFit` (no PGM state kept
+    across steps) for measurements of noise standard deviation ``stddev``."""
+    if fit_name == "mw":
+        return model.fit
+    return PGMFit(model, stddev=stddev)
+
+
 class PGMFit:
     """Callable fit with the shape of :meth:`ParticleModel.fit`, warm-started within a step.
 

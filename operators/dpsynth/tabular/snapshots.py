@@ -23,6 +23,24 @@ if TYPE_CHECKING:
 SNAPSHOT_KIND = "dpsynth.tabular.v1"
 
 
+def public_config(synth: TabularSynthesizer) -> dict[str, Any]:
+    """Everything ``synth``'s state is bound to (no secrets): restore needs the same."""
+    extra = {"size_share": synth.size_share} if synth.neighbours == "add_remove" else {}
+    return {
+        **extra,
+        "domain": synth.domain.to_dict(), "epsilon": synth.epsilon,
+        "release_every": synth.release_every, "method": synth.mechanism,
+        "counter": synth.counter, "workloads_per_step": synth.workloads_per_step,
+        "fit": synth.fit_name, "neighbours": synth.neighbours, "bias": synth.bias,
+        "block_size": synth.block_size, "support_size": synth.support_size,
+        "full_domain_limit": synth.full_domain_limit, "fit_passes": synth.fit_passes,
+        "fit_rule": synth.fit_rule, "rejuvenate_every": synth.rejuvenate_every,
+        "estimator": synth.estimator, "score": synth.score,
+        "selection": synth.selection, "damping": synth.damping,
+        "pooled_marginals": synth.pooled_marginals, "partition": synth.partition,
+    }
+
+
 def synthesizer_state(synth: TabularSynthesizer) -> dict[str, Any]:
     """Everything needed to continue ``synth`` (the true pending records included)."""
     pending = (np.concatenate(synth._pending) if synth._pending

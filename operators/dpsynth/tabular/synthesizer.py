@@ -33,7 +33,6 @@ import numpy as np
 
 from dpsynth.accounting import StepLedger, check_select_measure_budget, select_measure_split
 from dpsynth.contract import refuse_count_steps, tick_ends_step
-from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
 from dpsynth.params import check_library
 from dpsynth.release import TabularRelease
@@ -48,8 +47,9 @@ from dpsynth.tabular.options import (
     NEIGHBOURS,
     check_options,
     default_workloads_per_step,
+    refuse_users,
 )
-from dpsynth.tabular.pgm import PGMFit, require_mbi
+from dpsynth.tabular.pgm import require_mbi, step_fit
 from dpsynth.tabular.selection import (
     cyclic_order,
     cyclic_pick,
@@ -58,7 +58,12 @@ from dpsynth.tabular.selection import (
 )
 from dpsynth.tabular.shares import fit_shares, guide_tables
 from dpsynth.tabular.size import SIZE_SHARE, StreamSize
-from dpsynth.tabular.snapshots import load_synthesizer_state, snapshot_config, synthesizer_state
+from dpsynth.tabular.snapshots import (
+    load_synthesizer_state,
+    public_config,
+    snapshot_config,
+    synthesizer_state,
+)
 from dpsynth.tabular.workloads import Workloads
 
 __all__ = ["FITS", "METHODS", "TabularSynthesizer"]
@@ -205,19 +210,7 @@ class TabularSynthesizer:
 
     def public_config(self) -> dict[str, Any]:
         """Everything the state is bound to (no secrets): restore needs the same."""
-        extra = {"size_share": self.size_share} if self.neighbours == "add_remove" else {}
-        return {**extra,
-            "domain": self.domain.to_dict(), "epsilon": self.epsilon,
-            "release_every": self.release_every, "method": self.mechanism,
-            "counter": self.counter, "workloads_per_step": self.workloads_per_step,
-            "fit": self.fit_name, "neighbours": self.neighbours, "bias": self.bias,
-            "block_size": self.block_size, "support_size": self.support_size,
-            "full_domain_limit": self.full_domain_limit, "fit_passes": self.fit_passes,
-            "fit_rule": self.fit_rule, "rejuvenate_every": self.rejuvenate_every,
-            "estimator": self.estimator, "score": self.score,
-            "selection": self.selection, "damping": self.damping,
-            "pooled_marginals": self.pooled_marginals, "partition": self.partition,
-        }
+        return public_config(self)
 
     def metadata(self) -> dict[str, Any]:
         """Public release metadata."""
@@ -264,7 +257,7 @@ class TabularSynthesizer:
 
     def add(self, codes: np.ndarray, users: Any = None) -> None:
         """Add records (int codes, shape (n, p)) to the open step; nothing is released."""
-        _refuse_users(users)
+        refuse_users(users)
         arr = self.domain.check_codes(codes)
         self._pending.append(arr)
         self._n_pending += arr.shape[0]
@@ -277,7 +270,7 @@ class TabularSynthesizer:
         public clock — :meth:`add` the records and call :meth:`step` (docs/privacy.md P11).
         """
         refuse_count_steps(self.neighbours, "add(codes)")  # privacy: P11 (public time)
-        _refuse_users(users)
+        refuse_users(users)
         arr = self.domain.check_codes(codes)
         out: list[TabularRelease] = []
         start = 0
@@ -306,7 +299,8 @@ class TabularSynthesizer:
             self.ledger.charge("size", self.eps_size)
         self.size.feed(batch.shape[0])  # privacy: P12 (noisy under add/remove)
         grad = self.workloads.answers(batch)
-        self._fit = self._fitter()
+        self._fit = step_fit(self.fit_name, self.model,
+                             stddev=float(np.sqrt(2.0)) * self.s / self.eps_measure)
         if self.mechanism == "proposed":
             weights = self._proposed_step(grad, batch.shape[0])
         else:
@@ -387,12 +381,6 @@ class TabularSynthesizer:
         weights: np.ndarray = base + np.mean(history, axis=0)
         return weights
 
-    def _fitter(self) -> Any:
-        """This step's fit: ``model.fit`` (MW) or a fresh :class:`PGMFit` (no PGM state)."""
-        if self.fit_name == "mw":
-            return self.model.fit
-        return PGMFit(self.model, stddev=float(np.sqrt(2.0)) * self.s / self.eps_measure)
-
     # -- snapshots ------------------------------------------------------------------------
 
     def snapshot(self, *, include_users: bool = True) -> bytes:
@@ -409,9 +397,3 @@ class TabularSynthesizer:
         self = cls(domain, eps, key, **config)
         load_synthesizer_state(self, state)
         return self
-
-
-def _refuse_users(users: Any) -> None:
-    if users is not None:
-        raise ConfigError("users= gives each record's user for the privacy unit 'user', which "
-                          "the tabular synthesizer does not offer (it protects records): drop it")

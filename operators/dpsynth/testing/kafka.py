@@ -34,7 +34,8 @@ import msgpack
 import numpy as np
 
 from dpsynth.client.recording import TopicRecord
-from dpsynth.client.transfer import ensure_topic, read_topic_records
+from dpsynth.client.topic_admin import ensure_topic
+from dpsynth.client.transfer import read_topic_records
 
 __all__ = [
     "TEST_KEY_HEX", "Topics", "TopicRecord", "WorkerProcess", "committed_offsets",
