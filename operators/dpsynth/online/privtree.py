@@ -44,8 +44,8 @@ from dpsynth.online.privtree_descent import GRID, biased_counts
 #: Beyond this many noise scales above θ a node's decision loss is below e^-60 (ignored).
 _TAIL_SCALES = 60
 #: Decisions are drawn as rare outcomes per class (:func:`.privtree_descent.descend_rare`)
-#: where the noise scale λ is at most one record (ε_s ≳ 2.4): most nodes are then many scales
-#: from θ, their decisions nearly certain; the same distribution (P2c).
+#: where the noise scale λ is at most one record (ε_s ≳ 2.1 for β = 2, depth 20): most nodes
+#: are then many scales from θ, their decisions nearly certain; the same distribution (P2c).
 RARE_MAX_SCALE = GRID
 #: Leaf counts draw only their nonzero noise where P(Lap_Z ≠ 0) is at most this (ε_c ≳ 2.1):
 #: one draw per nonzero value instead of one per leaf, the same distribution (P2c).
