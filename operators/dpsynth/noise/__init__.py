@@ -6,7 +6,7 @@ the samplers addressed by (context, stream, event), the public placement seed);
 :mod:`~dpsynth.noise.samplers` the key-free arithmetic (effective scales, tails, variances);
 :mod:`~dpsynth.noise._kernels` the compiled ChaCha20 and exact integer samplers, of which
 :func:`discrete_laplace_draw` is public for compiled callers (a PrivTree descent), as are
-:func:`rare_draws_into` and :func:`rate_bounds` (:mod:`~dpsynth.noise._sparse`'s kernel of
+:func:`rare_draws_into` and :func:`tail_rate_bounds` (:mod:`~dpsynth.noise._sparse`'s kernel of
 :func:`~dpsynth.noise.sparse.tail_positions`).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dpsynth.noise._kernels import discrete_laplace_draw
 from dpsynth.noise._sparse import rare_draws as rare_draws_into
-from dpsynth.noise._sparse import rate_bounds
+from dpsynth.noise._sparse import tail_rate_bounds
 from dpsynth.noise.keyed import MAX_EVENT, Context, KeyedNoise, encode_context, warm_up
 from dpsynth.noise.samplers import (
     SCALE_DENOMINATOR,
@@ -28,6 +28,6 @@ from dpsynth.noise.samplers import (
 __all__ = [
     "MAX_EVENT", "SCALE_DENOMINATOR", "Context", "KeyedNoise", "discrete_laplace_draw",
     "discrete_laplace_mean_abs", "discrete_laplace_variance", "effective_scale",
-    "encode_context", "geometric_from_uniform", "laplace_tail", "rare_draws_into", "rate_bounds",
-    "warm_up",
+    "encode_context", "geometric_from_uniform", "laplace_tail", "rare_draws_into",
+    "tail_rate_bounds", "warm_up",
 ]

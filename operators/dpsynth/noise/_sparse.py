@@ -51,6 +51,15 @@ def rate_bounds(log_rate: float) -> tuple[float, float]:
 
 
 @njit(cache=True)
+def tail_rate_bounds(t: U64, s: U64, n: int, c: int) -> tuple[float, float]:
+    """:func:`rate_bounds` of r = c·p^n/(1 + p), p = e^{−s/t}: P(Lap_Z(t/s) ≥ n) for c = 1,
+    π = P(Lap_Z ≠ 0) for c = 2, n = 1 (ln r in double precision; the bounds absorb its
+    rounding)."""
+    x = float(s) / float(t)
+    return rate_bounds(math.log(float(c)) - float(n) * x - math.log1p(math.exp(-x)))
+
+
+@njit(cache=True)
 def gap(k53: U64, log_abs_l_lo: float, log_abs_l_hi: float, remaining: int,
         margin: float) -> int:
     """⌊ln U / ln(1 − π)⌋ (the draws skipped before the next nonzero one) when double

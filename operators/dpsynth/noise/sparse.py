@@ -64,17 +64,10 @@ def _share(t: int, s: int) -> float:
     return 2.0 * p / (1.0 + p)
 
 
-def log_tail_rate(t: int, s: int, n: int, c: int = 1) -> float:
-    """ln r for r = c·p^n/(1 + p), p = e^{−s/t}: P(Lap_Z(t/s) ≥ n) = p^n/(1 + p) (c = 1),
-    π = P(Lap_Z ≠ 0) = 2p/(1 + p) (c = 2, n = 1), in double precision."""
-    x = s / t
-    return math.log(c) - n * x - math.log1p(math.exp(-x))
-
-
 def _log_abs_log_bounds(t: int, s: int) -> tuple[float, float]:
     """Bounds on ln|ln(1 − π)|, π = 2p/(1 + p), p = e^{−s/t}, in double precision, widened by
     :data:`MARGIN` (the kernel widens its own steps again)."""
-    return _sparse.rate_bounds(log_tail_rate(t, s, 1, 2))
+    return _sparse.tail_rate_bounds(np.uint64(t), np.uint64(s), 1, 2)
 
 
 #: Rounds of the exact path (64 bits of U each; the words of (stream j, event 2e + 1) hold
@@ -111,7 +104,7 @@ def tail_positions(key: Words, t: int, s: int, n: int, event: int, size: int, *,
     events (a PrivTree's decisions, :mod:`dpsynth.online.privtree_descent`)."""
     if n < 1:
         raise ValueError("tail_positions draws P(Z ≥ n) for n ≥ 1 only")
-    lo, hi = _sparse.rate_bounds(log_tail_rate(t, s, n))
+    lo, hi = _sparse.tail_rate_bounds(np.uint64(t), np.uint64(s), n, 1)
     return _draws(key, t, s, size, (1, n), event, lo, hi, False, margin)[0]
 
 

@@ -24,7 +24,6 @@ Leaves come out level by level, in the order of the active nodes (children in Mo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,8 +37,8 @@ from dpsynth.noise import (
     discrete_laplace_draw,
     effective_scale,
     rare_draws_into,
-    rate_bounds,
     sparse,
+    tail_rate_bounds,
 )
 
 #: Counts, θ and δ are compared in units of 1/GRID.
@@ -120,7 +119,6 @@ def _rare_splits(key: Words, t: np.uint64, s: np.uint64, margin: float, forced_e
     order = np.argsort(a, kind="mergesort")  # stable: a class's nodes in descent order
     at = np.empty(b.size, np.int64)
     none = np.empty(0, np.int64)
-    log_norm = math.log1p(math.exp(-(float(s) / float(t))))  # ln(1 + p)
     start = 0
     while start < b.size:
         cls = a[order[start]]
@@ -130,7 +128,7 @@ def _rare_splits(key: Words, t: np.uint64, s: np.uint64, margin: float, forced_e
         n = cls if cls >= 1 else 1 - cls  # the rare outcome: Z ≥ n (split) or Z ≤ −n (leaf)
         if n >= _CLASS_OFFSET:
             raise ValueError("a PrivTree count above 1.7e10 records")
-        lo, hi = rate_bounds(-float(n) * (float(s) / float(t)) - log_norm)
+        lo, hi = tail_rate_bounds(t, s, n, 1)
         event = (np.int64(k) << _CLASS_BITS) + cls + _CLASS_OFFSET
         mine = forced_events == event
         selected, ambiguous = rare_draws_into(
