@@ -9,10 +9,11 @@ from dpsynth.errors import ConfigError
 from dpsynth.eval import w1_tree_upper
 from dpsynth.noise import KeyedNoise
 from dpsynth.offline.pmm import pmm_synthesize
-from dpsynth.online.guided import UNIFORM_PRIOR, GuidedMechanism, node_levels
+from dpsynth.online import guided
+from dpsynth.online.guided import HISTORY_SHARE, UNIFORM_PRIOR, GuidedMechanism, node_levels
 from dpsynth.online.mechanism import resolve_mechanism
 from dpsynth.online.partition import MIN_SPLIT_MASS, guided_partition, split_threshold
-from dpsynth.online.rounding import pooled_intervals
+from dpsynth.online.rounding import block_intervals, mass_depth, pooled_intervals, union_grid
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.tree import route
 
@@ -136,6 +137,54 @@ def test_partitions_are_functions_of_released_summaries() -> None:
         assert (depths == node.depths).all() and (prefixes == node.prefixes).all()
         checked += 1
     assert checked >= 1
+
+
+def test_step_partitions_are_functions_of_the_latest_step_and_the_released_history() -> None:
+    """A step summary is partitioned from released summaries alone: the latest step and, where
+    larger, the closed blocks scaled to HISTORY_SHARE of the latest step's mass (P16)."""
+    x = _stream(4300)
+    synth = _run(x[:4200], "replace", per_step=100)  # 42 steps: block 5 holds 11
+    engine = synth._mechanism
+    assert isinstance(engine, GuidedMechanism) and engine._recent is not None
+    history = engine.blocks
+    guides = [engine._recent, *history]
+    depth = min(engine.max_depth, max(mass_depth(s) for s in guides))
+    starts, widths, densities = union_grid([block_intervals(s, depth) for s in guides], depth)
+    # the latest step scaled to the public size (its shape only), the history scaled to the
+    # same mass, and the pointwise larger of the step and HISTORY_SHARE × the history
+    own, past = densities[0], sum(densities[1:])
+    own = own * 100.0 / float((own * widths).sum())
+    past = past * 100.0 / float((past * widths).sum())
+    density = np.maximum(own, HISTORY_SHARE * past)
+    density = density + UNIFORM_PRIOR * 100.0 / float(1 << depth)
+    epsilon = engine.budget.steps / len(node_levels(5))
+    depths, prefixes = guided_partition(starts, density, depth, split_threshold(epsilon), 1,
+                                        engine.max_depth, widths)
+    synth.extend(x[4200:])  # step 43
+    step = engine._recent
+    assert (depths == step.depths).all() and (prefixes == step.prefixes).all()
+    assert len(history) == 5  # blocks 0–4: the history is not vacuous
+
+
+def test_a_step_resolves_a_spot_that_the_history_holds_and_the_latest_step_missed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A traveller back where it dwelt for 32 steps after one step away: the step's partition
+    is fine at the spot from the released history, not coarse as the latest step alone has it
+    (docs/benchmarks-concentrated.md §11)."""
+    spot = 0.11
+    away = 0.5 + 0.5 * np.random.default_rng(3).random((100, 1))
+    x = np.concatenate([np.full((3200, 1), spot), away, np.full((100, 1), spot)])
+
+    def spot_depth() -> int:
+        engine = _run(x, "replace", per_step=100, epsilon=10.0)._mechanism
+        near = route(np.array([[spot]]), depth=engine.max_depth)[0]
+        step = engine._recent
+        holds = (near >> (engine.max_depth - step.depths).astype(np.uint64)) == step.prefixes
+        return int(step.depths[holds][0])
+
+    with_history = spot_depth()
+    monkeypatch.setattr(guided, "HISTORY_SHARE", 0.0)
+    assert with_history >= spot_depth() + 2
 
 
 def test_partitions_adapt_to_where_the_records_are() -> None:

@@ -17,7 +17,12 @@ is how a block's records are summarised while it is open and when it closes:
 * **Guided partitions, no structure budget.** Every summary is a flat histogram: noisy counts
   c(leaf) + Lap_Z(1/ε) on a partition into Morton cells. The partition is a deterministic
   function of summaries *already released* — the node's children (level l − 1) for a node, its
-  cover for the block, the latest step summary for a step — so it costs no budget
+  cover for the block, for a step the latest step summary and, where larger, the released
+  history (the closed blocks, scaled to :data:`HISTORY_SHARE` of the latest step's mass;
+  steps at a summary ε ≤ :data:`HISTORY_MAX_EPSILON`), so that places the
+  stream held are split even when the latest step saw nothing there, and records arriving next
+  to them are not one coarse leaf that the release's EM step fills toward the old place — so it
+  costs no budget
   (post-processing; PrivTree's decisions cost ε_s, a share of a block's budget). A cell v of
   depth k is split while its guide mass m(v) times its ℓ∞ diameter D_k = 2^−⌊k/d⌋ exceeds
   θ·E|Lap_Z(1/ε)| (≈ θ/ε; → 0 at large ε; :mod:`~dpsynth.online.partition`): m·D bounds the tree-W1
@@ -58,8 +63,9 @@ import numpy as np
 from dpsynth._types import CellIds, LeafCounts
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.online.block_budget import GUIDED_STEP_SHARE, BlockBudget, block_budget
-from dpsynth.online.em import em_density, stacked_parts
+from dpsynth.online.em import em_density, split_sums, stacked_parts
 from dpsynth.online.floors import (
+    EXPECTED_EMPTY,
     floored_counts,
     guide_expects_empty,
     self_empty,
@@ -73,6 +79,19 @@ from dpsynth.online.summary import Summary
 
 #: A node of level l holds 8^l steps.
 TIME_FANOUT_BITS = 3
+#: A step's partition is guided by the latest step summary and, where it is larger, the released
+#: history (the closed blocks) scaled to this share of the latest step's mass
+#: (docs/benchmarks-concentrated.md §11).
+HISTORY_SHARE = 1.0
+#: The history guides steps whose own ε is at most this (every step at a per-record ε ≤ 10):
+#: above it a step splits to ``max_depth`` wherever a guide holds a quarter of a record, and on
+#: spread data the history's leaves made the default 1.7× slower at ε = 100 (§11).
+HISTORY_MAX_EPSILON = 8.0
+#: In the floors' guide the history is scaled so that this many noise scales of the summary read
+#: as the floors' bar of half a record (never above full weight): at small ε a few records of
+#: history are far below the noise and must not lower the floors of leaves the latest step left
+#: empty (§11).
+HISTORY_FLOOR_SCALES = 1.0
 #: Share of a guide's mass added uniformly before a partition is chosen (consistency under drift).
 UNIFORM_PRIOR = 0.03
 #: Leaves whose noisy count is at most this many noise scales are dropped, for d = 1 and for
@@ -156,14 +175,16 @@ class GuidedMechanism(StepMechanism):
     def _summarise_node(self, b: int, level: int, index: int, position: int) -> Summary:
         width = 1 << (TIME_FANOUT_BITS * level)
         records = np.concatenate(self._step_records[position - width:position])
+        epsilon = self.budget.steps / len(node_levels(b))
+        # a step: the latest step, and the closed blocks where they expect more (docstring)
+        history = level == 0 and bool(self.blocks) and epsilon <= HISTORY_MAX_EPSILON
         if level == 0:
             guides = [self._recent] if self._recent is not None else []
         else:
             fanout = 1 << TIME_FANOUT_BITS
             guides = [self.nodes[(level - 1, index * fanout + i)] for i in range(fanout)]
-        epsilon = self.budget.steps / len(node_levels(b))
         summary = self._histogram(records, guides, epsilon, (*self._context, "node", b, level,
-                                                              index))
+                                                              index), history=history)
         if level == 0:
             self._recent = summary
         return summary
@@ -184,20 +205,19 @@ class GuidedMechanism(StepMechanism):
         return summary
 
     def _histogram(self, records: CellIds, guides: list[Summary], epsilon: float,
-                   context: tuple[int | str, ...], expected: float = 0.0) -> Summary:
+                   context: tuple[int | str, ...], expected: float = 0.0,
+                   history: bool = False) -> Summary:
         """Noisy leaf counts at ``epsilon`` on the partition the guides choose, refined at
         large ``epsilon`` by a PrivTree paid from it (privacy: P16); without guides, a uniform
-        guide of the public size or of ``expected`` (a released noisy size)."""
+        guide of the public size or of ``expected`` (a released noisy size). ``history``: the
+        closed blocks guide too, where they exceed the guides (:meth:`_guide`)."""
         public = float(records.size) if self.budget.neighbours == "replace" else None
         starts, widths, depth = np.zeros(1, np.int64), np.ones(1), 0
         density = np.array([public if public is not None else expected])
-        guide = None
+        guide = past = None
         if guides:
-            depth, starts, widths, density = self._pooled(guides)
-            mass = float((density * widths).sum())
-            if public is not None and mass > 0:  # the size is public: the guide's shape only
-                density, mass = density * (public / mass), public
-            guide = density
+            depth, starts, widths, guide, past, mass = self._guide(guides, history, public)
+            density = guide if past is None else np.maximum(guide, HISTORY_SHARE * past)
             # a uniform prior: where the guide saw nothing the records of this summary may
             # still be (a stream that moves); as ε grows every region is split finely
             density = density + UNIFORM_PRIOR * mass / float(1 << depth)
@@ -209,7 +229,11 @@ class GuidedMechanism(StepMechanism):
                                    context, address_depth=self.max_depth)  # privacy: P16
         floor = self._floor_scales / epsilon
         # where the guide (or, without one, the summary itself) expects nothing, a floor
-        # against phantom mass (post-processing: dpsynth.online.floors)
+        # against phantom mass (post-processing: dpsynth.online.floors); the history counts
+        # there in proportion to the noise (HISTORY_FLOOR_SCALES)
+        if guide is not None and past is not None:
+            guide = np.maximum(guide, HISTORY_SHARE * past * min(
+                1.0, EXPECTED_EMPTY * epsilon / HISTORY_FLOOR_SCALES))
         empty = (guide_expects_empty(starts, guide, widths, depth, depths, prefixes)
                  if guide is not None else
                  self_empty(depths, prefixes, counts, epsilon, self.max_depth))
@@ -248,15 +272,33 @@ class GuidedMechanism(StepMechanism):
         widths = np.diff(np.concatenate([starts, [1 << depth]]))
         return self._rounded(starts, widths, density, depth, total, placement_seed)
 
-    def _pooled(self, guides: list[Summary]
-                ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-        """(D, union starts, widths, summed density) of released summaries:
-        :func:`~dpsynth.online.rounding.pooled_intervals`, from the cached intervals."""
-        depth = min(self.max_depth, max(self._mass_depth(g) for g in guides))
-        starts, widths, densities = union_grid([self._intervals(g, depth) for g in guides],
-                                               depth)
-        # a sum of arrays is an array (sum's 0 is for an empty list; guides is never empty)
-        return depth, starts, widths, sum(densities)  # type: ignore[return-value]
+    def _guide(self, guides: list[Summary], history: bool, public: float | None
+               ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, float]:
+        """(D, starts, widths, the guides' density, the history's density or None, the guides'
+        mass) on one grid. The guides' density is summed and scaled to the public size when
+        there is one (their shape only). With ``history``, the closed blocks' summed density is
+        scaled to the guides' mass (its shape only); a caller takes the pointwise larger of the
+        guides and :data:`HISTORY_SHARE` × the history, so a partition is at least as fine as
+        the guides alone make it, and no finer where both agree
+        (docs/benchmarks-concentrated.md §11). Released summaries only (P16)."""
+        history = history and bool(self.blocks)
+        depth = min(self.max_depth, max([self._mass_depth(g) for g in guides]
+                                        + ([self._blocks_depth] if history else [])))
+        parts = [self._intervals(g, depth) for g in guides]
+        past = None
+        if history:  # the closed blocks, summed once per depth (the release's cache)
+            grid, _, _, _, pooled = self._closed_parts(depth)
+            starts, guide, past = split_sums([*parts, (grid, pooled)], len(guides))
+            widths = np.diff(np.concatenate([starts, [1 << depth]]))
+        else:
+            starts, widths, densities = union_grid(parts, depth)
+            guide = np.sum(densities, axis=0)
+        mass = float((guide * widths).sum())
+        scale = public / mass if public is not None and mass > 0 else 1.0
+        if past is not None:
+            total = float((past * widths).sum())
+            past = past * (mass * scale / total) if total > 0 and mass > 0 else None
+        return depth, starts, widths, guide * scale, past, mass * scale
 
     def _closed_parts(self, depth: int) -> Any:
         """The closed blocks' intervals at ``depth``, stacked once per depth (they change only
