@@ -23,6 +23,30 @@ class InputLostError(DpsynthError):
     """Input records needed to rebuild a partition's state were deleted from Kafka."""
 
 
+#: Errors of a partition whose leader is being elected (librdkafka does not flag them
+#: retriable on a metadata call): asked again until the timeout.
+_ELECTION = frozenset({KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
+                       KafkaError.NOT_LEADER_FOR_PARTITION})
+
+
+def watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """(low, high) watermarks of ``tp``, asked again while the broker's error is retriable — a
+    leader election in progress answers OFFSET_NOT_AVAILABLE ("high watermark is not caught
+    up") for a moment, which is no reason to stop the worker — until ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=max(deadline - time.monotonic(),
+                                                                  1.0))
+        except KafkaException as e:
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is None or not (err.retriable() or err.code() in _ELECTION) or (
+                    time.monotonic() > deadline):
+                raise
+            log.warning("input %s[%d]: %s; asking again", tp.topic, tp.partition, err.str())
+            time.sleep(0.2)
+
+
 def make_replay(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) -> Replay:
     """A :data:`~dpsynth.stream.processor.Replay` reading ``topic`` with a group-less consumer.
 
@@ -44,7 +68,7 @@ def make_replay(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) 
         })
         try:
             tp = TopicPartition(topic, partition)
-            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
+            low, high = watermarks(consumer, tp, timeout_s)
             if start < low:
                 raise InputLostError(
                     f"input {topic}[{partition}]: offsets [{start}, {low}) were deleted "

@@ -29,6 +29,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from dpsynth.errors import ConfigError
 from dpsynth.keybinding import locked_record, new_record, refusal, write_record
 from dpsynth.keys import NoiseKey
+from dpsynth.stream.replay import watermarks
 
 
 def foreign_fingerprint(values: Iterable[tuple[bytes | None, bytes | None]], run_id: str,
@@ -73,8 +74,7 @@ def _tail(bootstrap_servers: str, topic: str, records: int,
         partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
         ends, assign = {}, []
         for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                       timeout=timeout_s)
+            low, high = watermarks(consumer, TopicPartition(topic, p), timeout_s)
             if high > low:
                 ends[p] = high
                 assign.append(TopicPartition(topic, p, max(low, high - records)))
@@ -133,8 +133,7 @@ def input_topic(bootstrap_servers: str, topic: str, timeout_s: float = 30.0) -> 
                          "group.id": "dpsynth-input-check-never-committed",
                          "enable.auto.commit": False})
     try:
-        starts = {str(p.id): consumer.get_watermark_offsets(TopicPartition(topic, p.id),
-                                                            timeout=timeout_s)[0]
+        starts = {str(p.id): watermarks(consumer, TopicPartition(topic, p.id), timeout_s)[0]
                   for p in info.partitions}
     finally:
         consumer.close()
