@@ -22,23 +22,27 @@ StackedParts = tuple[np.ndarray, np.ndarray, np.ndarray, list[int], np.ndarray]
 def stacked_parts(parts: list[tuple[np.ndarray, np.ndarray]]) -> StackedParts:
     """``parts`` (interval starts, density) laid end to end, with their union grid and their sum
     on it, for :func:`em_density` (a caller keeps it for parts that do not change)."""
+    grid, starts, density, offsets = _stacked(parts)
+    pooled = np.zeros(grid.size)
+    _add_parts(grid, starts, density, offsets, 0, pooled)
+    return grid, starts, density, np.diff(offsets).tolist(), pooled
+
+
+def _stacked(parts: list[tuple[np.ndarray, np.ndarray]]
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(union grid, interval starts, densities, offsets) of ``parts`` laid end to end: part p
+    is ``[offsets[p], offsets[p + 1])``."""
     grid = sorted_union(*(starts for starts, _ in parts))
     starts = np.concatenate([np.asarray(st, np.int64) for st, _ in parts])
     density = np.concatenate([np.asarray(dn, np.float64) for _, dn in parts])
-    sizes = [st.size for st, _ in parts]
-    pooled = np.zeros(grid.size)
-    _add_parts(grid, starts, density, np.cumsum([0] + sizes), 0, pooled)
-    return grid, starts, density, sizes, pooled
+    return grid, starts, density, np.cumsum([0] + [st.size for st, _ in parts])
 
 
 def split_sums(parts: list[tuple[np.ndarray, np.ndarray]], split: int
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(union grid, the sum of ``parts[:split]``, the sum of ``parts[split:]``) of piecewise-
     constant densities (interval starts, density): one union and two compiled passes."""
-    grid = sorted_union(*(starts for starts, _ in parts))
-    starts = np.concatenate([np.asarray(st, np.int64) for st, _ in parts])
-    density = np.concatenate([np.asarray(dn, np.float64) for _, dn in parts])
-    offsets = np.cumsum([0] + [st.size for st, _ in parts])
+    grid, starts, density, offsets = _stacked(parts)
     first, second = np.zeros(grid.size), np.zeros(grid.size)
     _add_parts(grid, starts, density, offsets[:split + 1], 0, first)
     _add_parts(grid, starts, density, offsets, split, second)

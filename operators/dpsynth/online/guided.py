@@ -280,8 +280,8 @@ class GuidedMechanism(StepMechanism):
         scaled to the guides' mass (its shape only); a caller takes the pointwise larger of the
         guides and :data:`HISTORY_SHARE` × the history, so a partition is at least as fine as
         the guides alone make it, and no finer where both agree
-        (docs/benchmarks-concentrated.md §11). Released summaries only (P16)."""
-        history = history and bool(self.blocks)
+        (docs/benchmarks-concentrated.md §11). Released summaries only (P16); ``history``
+        needs a closed block."""
         depth = min(self.max_depth, max([self._mass_depth(g) for g in guides]
                                         + ([self._blocks_depth] if history else [])))
         parts = [self._intervals(g, depth) for g in guides]

@@ -44,7 +44,7 @@ from dpsynth.errors import ConfigError
 from dpsynth.stream.phases import phase
 from dpsynth.stream.processor import InputMessage
 from dpsynth.stream.settings import WorkerConfig
-from dpsynth.stream.sink import DeliveryError, MembershipLost
+from dpsynth.stream.sink import DeliveryError, MembershipLost, kafka_error
 
 if TYPE_CHECKING:
     from dpsynth.stream.app import Operator
@@ -156,7 +156,7 @@ class InputLoop:
                     elif isinstance(e, DeliveryError):  # a producer that gets nowhere
                         why = str(e)
                     else:
-                        found = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                        found = kafka_error(e)
                         if found is None or not is_fatal(found):
                             raise
                         why = found.str()

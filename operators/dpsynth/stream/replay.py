@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from dpsynth.errors import DpsynthError
 from dpsynth.stream.processor import InputMessage, Replay
+from dpsynth.stream.sink import kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tupl
             return consumer.get_watermark_offsets(tp, timeout=max(deadline - time.monotonic(),
                                                                   1.0))
         except KafkaException as e:
-            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            err = kafka_error(e)
             if err is None or not (err.retriable() or err.code() in _ELECTION) or (
                     time.monotonic() > deadline):
                 raise

@@ -131,7 +131,8 @@ def _produce(producer: Producer, on_delivery: Callable[[KafkaError | None, Any],
     producer.poll(0)
 
 
-def _error(e: KafkaException) -> KafkaError | None:
+def kafka_error(e: KafkaException) -> KafkaError | None:
+    """The :class:`KafkaError` a :class:`KafkaException` carries, or None."""
     return e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
 
 
@@ -177,7 +178,7 @@ class TransactionalSink:
                 self._producer.init_transactions(max(deadline - time.monotonic(), 1.0))
                 return
             except KafkaException as e:
-                err = _error(e)
+                err = kafka_error(e)
                 if err is None or not err.retriable():
                     raise
                 if time.monotonic() > deadline:  # the input loop joins again, later
@@ -226,7 +227,7 @@ class TransactionalSink:
                         timeout)))
             self._retry(self._producer.commit_transaction)
         except KafkaException as e:
-            err = _error(e)
+            err = kafka_error(e)
             if err is not None and err.code() in _MEMBERSHIP:
                 self.abort()
                 raise MembershipLost(f"{self.transactional_id}: the group refused the "
@@ -249,7 +250,7 @@ class TransactionalSink:
                 call(max(deadline - time.monotonic(), 1.0))
                 return
             except KafkaException as e:
-                err = _error(e)
+                err = kafka_error(e)
                 if err is None or not err.retriable() or err.txn_requires_abort() or (
                         time.monotonic() > deadline):
                     raise
