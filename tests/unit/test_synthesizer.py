@@ -280,6 +280,9 @@ def test_release_growth_is_refused_where_it_cannot_apply() -> None:
                           release_growth=0.1)
     with pytest.raises(ConfigError, match="release_growth"):
         OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=50, release_growth=-1.0)
+    with pytest.raises(ConfigError, match="neighbours='add_remove' the count is private"):
+        OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=50, release_growth=0.1,
+                          neighbours="add_remove")
     fixed = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=50)
     assert "release_growth" not in fixed.extend(blobs(50, 2, 1))[0].metadata  # bytes as before
 

@@ -157,6 +157,11 @@ class OnlineSynthesizer:
             raise ConfigError(f"release_growth needs a step mechanism ({steps}); "
                               f"{self.mechanism!r} counts records on fixed time levels: "
                               "leave release_growth at 0 or choose a step mechanism")
+        if self.release_growth and neighbours == "add_remove":  # privacy: P9, P11
+            raise ConfigError("release_growth grows steps counted in records, and under "
+                              "neighbours='add_remove' the count is private: a step ends only "
+                              "at step() on a public clock. Leave release_growth at 0 (tick "
+                              "less often as the stream grows) or use neighbours='replace'")
         self.worst_case_loss = self._mechanism.worst_case_loss
         if self.users is not None:  # privacy: P15 (k × the per-record loss, ≤ ε)
             self.worst_case_loss = self.users.loss(self.worst_case_loss)
