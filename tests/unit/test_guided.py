@@ -10,7 +10,16 @@ from dpsynth.eval import w1_tree_upper
 from dpsynth.noise import KeyedNoise
 from dpsynth.offline.pmm import pmm_synthesize
 from dpsynth.online import guided
-from dpsynth.online.guided import HISTORY_SHARE, UNIFORM_PRIOR, GuidedMechanism, node_levels
+from dpsynth.online.floors import EXPECTED_EMPTY
+from dpsynth.online.floors import guide_expects_empty as floors_expect_empty
+from dpsynth.online.guided import (
+    HISTORY_FLOOR_SCALES,
+    HISTORY_MAX_EPSILON,
+    HISTORY_SHARE,
+    UNIFORM_PRIOR,
+    GuidedMechanism,
+    node_levels,
+)
 from dpsynth.online.mechanism import resolve_mechanism
 from dpsynth.online.partition import MIN_SPLIT_MASS, guided_partition, split_threshold
 from dpsynth.online.rounding import block_intervals, mass_depth, pooled_intervals, union_grid
@@ -185,6 +194,42 @@ def test_a_step_resolves_a_spot_that_the_history_holds_and_the_latest_step_misse
     with_history = spot_depth()
     monkeypatch.setattr(guided, "HISTORY_SHARE", 0.0)
     assert with_history >= spot_depth() + 2
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 40.0])
+def test_the_floors_read_the_history_in_proportion_to_the_noise(
+        epsilon: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's floors expect a leaf empty from the latest step and the closed blocks, the
+    blocks weighted min(1, EXPECTED_EMPTY·ε_step/HISTORY_FLOOR_SCALES): at a small ε a few
+    records of history are far below the noise and must not lower the floors of leaves the
+    latest step left empty; at a large ε they count fully (docs/benchmarks-concentrated.md
+    §11). Released summaries only (P16)."""
+    x = _stream(4300)
+    synth = _run(x[:4200], "replace", per_step=100, epsilon=epsilon)
+    engine = synth._mechanism
+    assert isinstance(engine, GuidedMechanism) and engine._recent is not None
+    guides = [engine._recent, *engine.blocks]
+    depth = min(engine.max_depth, max(mass_depth(s) for s in guides))
+    starts, widths, densities = union_grid([block_intervals(s, depth) for s in guides], depth)
+    own, past = densities[0], sum(densities[1:])
+    own = own * 100.0 / float((own * widths).sum())
+    past = past * 100.0 / float((past * widths).sum())
+    step_epsilon = engine.budget.steps / len(node_levels(5))
+    weight = min(1.0, EXPECTED_EMPTY * step_epsilon / HISTORY_FLOOR_SCALES)
+    seen = []
+
+    def spy(starts: np.ndarray, guide: np.ndarray, *rest: object) -> np.ndarray:
+        seen.append((starts, guide))
+        return floors_expect_empty(starts, guide, *rest)
+
+    monkeypatch.setattr(guided, "guide_expects_empty", spy)
+    synth.extend(x[4200:])  # step 43: its floors' guide
+    (got_starts, got), = seen
+    assert np.array_equal(got_starts, starts)
+    assert np.allclose(got, np.maximum(own, HISTORY_SHARE * past * weight), rtol=1e-12)
+    full = np.maximum(own, HISTORY_SHARE * past)
+    assert (weight < 1.0) == (epsilon < 10.0) and step_epsilon <= HISTORY_MAX_EPSILON
+    assert (not np.allclose(got, full)) == (weight < 1.0)  # the weight is not vacuous
 
 
 def test_partitions_adapt_to_where_the_records_are() -> None:
