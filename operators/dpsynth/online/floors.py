@@ -53,9 +53,24 @@ def neighbourhood_guide_mass(starts: np.ndarray, density: np.ndarray, widths: np
                              depth: int, depths: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
     """The guide's mass in each leaf's neighbourhood (its ancestor :data:`NEIGHBOURHOOD` tree
     levels up, or the cube): :func:`leaf_guide_mass` of the ancestors."""
+    guide = _guide_arrays(starts, density, widths)
+    return _leaf_masses(*guide, depth, *_ancestors(depths, prefixes))
+
+
+def _ancestors(depths: np.ndarray, prefixes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(depths, prefixes) of each leaf's neighbourhood: its ancestor :data:`NEIGHBOURHOOD`
+    tree levels up, or the cube."""
     up = np.minimum(np.asarray(depths, np.int64), NEIGHBOURHOOD)
-    return leaf_guide_mass(starts, density, widths, depth, np.asarray(depths, np.int64) - up,
-                           np.asarray(prefixes, np.uint64) >> up.astype(np.uint64))
+    return (np.asarray(depths, np.int64) - up,
+            np.asarray(prefixes, np.uint64) >> up.astype(np.uint64))
+
+
+def _guide_arrays(starts: np.ndarray, density: np.ndarray, widths: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, density, cumulative mass) of a guide, as the compiled queries read them."""
+    starts = np.asarray(starts, np.float64)
+    density = np.asarray(density, np.float64)
+    return starts, density, cumulative_mass(starts, density, np.asarray(widths, np.float64))
 
 
 def guide_expects_empty(starts: np.ndarray, density: np.ndarray, widths: np.ndarray,
@@ -65,8 +80,10 @@ def guide_expects_empty(starts: np.ndarray, density: np.ndarray, widths: np.ndar
     spread evenly, would have put at least :data:`SIGNIFICANT` records in it (the guide resolved
     the leaf as empty: the siblings of a dense corner's path from the root)."""
     depths = np.asarray(depths, np.int64)
-    near = neighbourhood_guide_mass(starts, density, widths, depth, depths, prefixes)
-    own = leaf_guide_mass(starts, density, widths, depth, depths, prefixes)
+    prefixes = np.asarray(prefixes, np.uint64)
+    guide = _guide_arrays(starts, density, widths)  # one cumulative mass for both queries
+    near = _leaf_masses(*guide, depth, *_ancestors(depths, prefixes))
+    own = _leaf_masses(*guide, depth, depths, prefixes)
     share = 0.5 ** np.minimum(depths, NEIGHBOURHOOD)  # the leaf's volume over its ancestor's
     empty: np.ndarray = (near < EXPECTED_EMPTY) | ((own < EXPECTED_EMPTY)
                                                   & (near * share >= SIGNIFICANT))
@@ -78,15 +95,13 @@ def leaf_guide_mass(starts: np.ndarray, density: np.ndarray, widths: np.ndarray,
     """The guide's mass in each cell (depths, Morton prefixes), the guide a
     piecewise-constant density on Morton intervals of depth ``depth`` (``starts``, ``widths``,
     mass per depth-``depth`` cell)."""
-    return _leaf_masses(np.asarray(starts, np.float64), np.asarray(density, np.float64),
-                        np.asarray(widths, np.float64), depth, np.asarray(depths, np.int64),
-                        np.asarray(prefixes, np.uint64))
+    return _leaf_masses(*_guide_arrays(starts, density, widths), depth,
+                        np.asarray(depths, np.int64), np.asarray(prefixes, np.uint64))
 
 
 @njit(cache=True)
-def _leaf_masses(starts: Points, density: Points, widths: Points, depth: int, depths: Counts,
+def _leaf_masses(starts: Points, density: Points, cum: Points, depth: int, depths: Counts,
                  prefixes: CellIds) -> Points:
-    cum = cumulative_mass(starts, density, widths)
     out = np.empty(depths.size, np.float64)
     hint = 0  # leaves come in Morton order: each query starts near the previous one
     for j in range(depths.size):
