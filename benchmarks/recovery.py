@@ -31,7 +31,6 @@ import os
 import re
 import statistics
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -44,44 +43,12 @@ from benchmarks.kafka import DEFAULT_KAFKA_DIR, bench_broker
 from dpsynth.testing.kafka import (
     WorkerProcess,
     create_topics,
-    encode_records,
-    produce_messages,
     read_topic,
-    records_of,
     unique_topics,
     worker_env,
     write_schema,
 )
-
-
-class Feeder:
-    """Sends one 10-record message every 20 ms from ``points`` until stopped or exhausted,
-    to the ``partitions`` in turn."""
-
-    def __init__(self, bootstrap: str, topic: str, points: np.ndarray, partitions: int = 1
-                 ) -> None:
-        self.bootstrap, self.topic, self.points = bootstrap, topic, points
-        self.partitions = partitions
-        self.sent = 0
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set() and self.sent < len(self.points):
-            batch = self.points[self.sent:self.sent + 10]
-            partition = (self.sent // 10) % self.partitions
-            produce_messages(self.bootstrap, self.topic,
-                             [(partition, encode_records(records_of(batch)))], linger_ms=0)
-            self.sent += len(batch)
-            time.sleep(0.02)
-
-    def __enter__(self) -> Feeder:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self.thread.join(60)
+from tests.support.feeder import Feeder
 
 
 def first_record_after(worker: WorkerProcess, timeout_s: float, partition: str = "0") -> float:

@@ -15,15 +15,17 @@ from dpsynth.testing.kafka import encode_records, records_of
 
 
 class Feeder:
-    """Sends ``points`` to one partition in order, ``per_message`` records a message, one
-    message every ``pause_s``, until exhausted or stopped (a context manager; on exit every
-    message sent is delivered, or the exit raises). ``sent``: records sent so far."""
+    """Sends ``points`` in order, ``per_message`` records a message, one message every
+    ``pause_s``, to ``partition`` (with ``partitions`` > 1: to partitions ``partition``, … in
+    turn), until exhausted or stopped (a context manager; on exit every message sent is
+    delivered, or the exit raises). ``sent``: records sent so far."""
 
     def __init__(self, bootstrap: str, topic: str, points: np.ndarray, *, partition: int = 0,
-                 per_message: int = 10, pause_s: float = 0.02) -> None:
+                 partitions: int = 1, per_message: int = 10, pause_s: float = 0.02) -> None:
         from confluent_kafka import Producer
 
         self.topic, self.points, self.partition = topic, points, partition
+        self.partitions = partitions
         self.per_message, self.pause_s = per_message, pause_s
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                                   "linger.ms": 0})
@@ -35,8 +37,9 @@ class Feeder:
     def _run(self) -> None:
         while not self._stop.is_set() and self.sent < len(self.points):
             batch = self.points[self.sent:self.sent + self.per_message]
+            turn = (self.sent // self.per_message) % self.partitions
             self.producer.produce(self.topic, encode_records(records_of(batch)),
-                                  partition=self.partition, on_delivery=self._delivered)
+                                  partition=self.partition + turn, on_delivery=self._delivered)
             self.producer.poll(0)
             self.sent += len(batch)
             time.sleep(self.pause_s)
