@@ -25,7 +25,8 @@ is how a block's records are summarised while it is open and when it closes:
   costs no budget
   (post-processing; PrivTree's decisions cost ε_s, a share of a block's budget). A cell v of
   depth k is split while its guide mass m(v) times its ℓ∞ diameter D_k = 2^−⌊k/d⌋ exceeds
-  θ·E|Lap_Z(1/ε)| (≈ θ/ε; → 0 at large ε; :mod:`~dpsynth.online.partition`): m·D bounds the tree-W1
+  θ·E|Lap_Z(1/ε)| (≈ θ/ε; → 0 at large ε; in d = 2 a cell split along x is split along y too
+  where the guide is dense: :mod:`~dpsynth.online.partition`): m·D bounds the tree-W1
   cost of spreading v's records uniformly over v, and E|noise| ≈ 1/ε is the
   scale of one more leaf's noise. A region the guide thinks empty stays one coarse leaf whose
   noisy count still measures what arrived there; the next summaries split it.

@@ -4,7 +4,9 @@ Layer: core. ``guided``'s summaries (:mod:`~dpsynth.online.guided`) are flat his
 partition that is a deterministic function of summaries already released (the *guide*): a
 cell v of depth k is split while its guide mass m(v) times its ℓ∞ diameter D_k = 2^−⌊k/d⌋
 exceeds θ·E|Lap_Z(1/ε)| — m·D bounds the tree-W1 cost of spreading v's records uniformly over
-v, and E|noise| is the cost of one more leaf. No data, no noise: post-processing (P6, P16).
+v, and E|noise| is the cost of one more leaf. In d = 2, where the guide is dense, a cell split
+along x is split along y too (:data:`WHOLE_SQUARE_DENSITY`). No data, no noise: post-processing
+(P6, P16).
 """
 
 from __future__ import annotations
@@ -26,6 +28,16 @@ SPLIT_THRESHOLD = 0.5
 #: record of guide mass at each depth; a threshold of one record held the error far above
 #: PMM's at large ε).
 MIN_SPLIT_MASS = 0.25
+#: d = 2: a cell split along x alone (odd depth) whose guide density is at least this many
+#: times the cube's average is split along y as well, whatever its mass. Splitting one axis
+#: leaves D_k as it was, so the rule above often stops there, and the half-split leaf spreads
+#: its records over the full height of the square; in dense regions, where mass is structured
+#: at every scale, that cost more than the extra leaf (docs/benchmarks-concentrated.md §12: 0.94×
+#: tree W1 on the concentrated tuning panel, 0.95× held out, 1.00× on the drift panel; in
+#: regions of about average density a half-split leaf is the better trade: forcing the second
+#: split everywhere cost up to 1.27× on uniform data; in d = 3 completing the cube cost 1.07×
+#: on the drift panel at this density and 1.22× everywhere, so d = 3 keeps the rule above).
+WHOLE_SQUARE_DENSITY = 16.0
 
 
 def split_threshold(epsilon: float) -> float:
@@ -54,15 +66,19 @@ def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, thresh
     starts = np.asarray(starts, dtype=np.float64)
     widths = (np.diff(np.concatenate([starts, [float(1 << depth)]])) if widths is None else
               np.asarray(widths, np.float64))
+    whole = WHOLE_SQUARE_DENSITY if d == 2 else np.inf
     return _partition(starts, np.asarray(density, np.float64), widths, depth, threshold, d,
-                      max_depth)
+                      max_depth, whole)
 
 
 @njit(cache=True)
 def _partition(starts: Floats, density: Floats, widths: Floats, depth: int, threshold: float,
-               d: int, max_depth: int) -> tuple[Counts, CellIds]:
-    """:func:`guided_partition` depth first, so the leaves come out in Morton order."""
+               d: int, max_depth: int, whole: float) -> tuple[Counts, CellIds]:
+    """:func:`guided_partition` depth first, so the leaves come out in Morton order; a cell
+    split along some axes but not all (depth k not a multiple of d) is split again where its
+    guide density is at least ``whole`` times the average (:data:`WHOLE_SQUARE_DENSITY`)."""
     cum = cumulative_mass(starts, density, widths)
+    dense = whole * cum[cum.size - 1] / 2.0 ** depth  # guide mass per guide cell, × whole
     hint = 0  # depth first: the cells' starts never decrease, each query starts near the last
     spans = np.empty(max_depth + 1, np.float64)  # a depth-k cell's width in guide cells
     diameters = np.empty(max_depth + 1, np.float64)  # D_k (exact powers of two)
@@ -82,7 +98,8 @@ def _partition(starts: Floats, density: Floats, widths: Floats, depth: int, thre
         if k < max_depth:
             low = float(prefix) * spans[k]
             mass, hint = mass_between(starts, density, cum, low, low + spans[k], hint)
-            split = mass >= MIN_SPLIT_MASS and mass * diameters[k] > threshold
+            split = (mass >= MIN_SPLIT_MASS and mass * diameters[k] > threshold) or (
+                k % d != 0 and mass >= dense * spans[k])
         if split:  # the right child below the left: the left is visited first
             first = prefix << np.uint64(1)
             stack_depth[top], stack_prefix[top] = k + 1, first | np.uint64(1)
