@@ -232,6 +232,40 @@ def test_the_floors_read_the_history_in_proportion_to_the_noise(
     assert (not np.allclose(got, full)) == (weight < 1.0)  # the weight is not vacuous
 
 
+@pytest.mark.parametrize("threshold", [0.5, 2.0, 5.0, 40.0])
+def test_in_d2_a_dense_cell_split_along_x_is_split_along_y_too(
+        threshold: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """d = 2: where the guide density is at least WHOLE_SQUARE_DENSITY × the cube's average no
+    leaf is a half-split rectangle (odd depth); elsewhere, and in d = 3, the partition is that
+    of the mass × diameter rule alone (docs/benchmarks-concentrated.md §12)."""
+    from dpsynth.online import partition
+
+    depth = 8
+    starts, density = np.arange(256), np.ones(256)
+    density[64:68] = 1000.0  # 4 guide cells, 60× the average
+
+    def leaves(d: int) -> tuple[np.ndarray, np.ndarray]:
+        return guided_partition(starts, density, depth, threshold, d, 20)
+
+    def odd_leaves(depths: np.ndarray, prefixes: np.ndarray) -> tuple[set[int], set[int]]:
+        low = prefixes.astype(np.float64) * 2.0 ** (depth - depths)
+        high = low + 2.0 ** (depth - depths)
+        dense = (low < 68) & (high > 64)
+        odd = depths % 2 == 1
+        return set(prefixes[odd & dense].tolist()), set(prefixes[odd & ~dense].tolist())
+
+    with_rule, in_3d = leaves(2), leaves(3)
+    monkeypatch.setattr(partition, "WHOLE_SQUARE_DENSITY", np.inf)
+    without, in_3d_without = leaves(2), leaves(3)
+    dense_odd, other_odd = odd_leaves(*with_rule)
+    assert not dense_odd
+    assert other_odd == odd_leaves(*without)[1]
+    for a, b in zip(in_3d, in_3d_without, strict=True):
+        assert np.array_equal(a, b)
+    if threshold in (0.5, 5.0, 40.0):  # there the rule alone leaves dense rectangles
+        assert odd_leaves(*without)[0]
+
+
 def test_partitions_adapt_to_where_the_records_are() -> None:
     x = np.concatenate([np.full((3000, 1), 0.11), np.random.default_rng(1).random((200, 1))])
     engine = _run(x, "replace", per_step=100)._mechanism
