@@ -7,7 +7,7 @@ import pytest
 
 from dpsynth.errors import ConfigError
 from dpsynth.eval import w1_tree_upper
-from dpsynth.noise import KeyedNoise
+from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.offline.pmm import pmm_synthesize
 from dpsynth.online import guided
 from dpsynth.online.floors import EXPECTED_EMPTY
@@ -21,6 +21,7 @@ from dpsynth.online.guided import (
     node_levels,
 )
 from dpsynth.online.mechanism import resolve_mechanism
+from dpsynth.online.node_reuse import unfloored_counts
 from dpsynth.online.partition import MIN_SPLIT_MASS, guided_partition, split_threshold
 from dpsynth.online.rounding import block_intervals, mass_depth, pooled_intervals, union_grid
 from dpsynth.online.synthesizer import OnlineSynthesizer
@@ -264,6 +265,22 @@ def test_in_d2_a_dense_cell_split_along_x_is_split_along_y_too(
         assert np.array_equal(a, b)
     if threshold in (0.5, 5.0, 40.0):  # there the rule alone leaves dense rectangles
         assert odd_leaves(*without)[0]
+
+
+def test_a_closing_block_reuses_its_time_nodes_measurements() -> None:
+    """Block 1 (steps 2 and 3) is measured by its own summary and by its two step summaries
+    with independent noise; combined (dpsynth.online.node_reuse), the error of its total is
+    well below the K·Var(Lap_Z) of its own K leaves. Measured over 60 fixed keys: ≈ 0.33 of it
+    (≈ 0.95 without the nodes); the bar 0.6 is ≈ 4 standard errors of the mean from 0.33."""
+    x = _stream(300, d=2)
+    ratios = []
+    for k in range(60):
+        block = _run(x, "add_remove", key=(k + 100).to_bytes(32, "big"),
+                     epsilon=0.5)._mechanism.blocks[1]
+        error = unfloored_counts(block).sum() - 200
+        assert block.scale is not None
+        ratios.append(error ** 2 / (block.leaves * discrete_laplace_variance(block.scale)))
+    assert np.mean(ratios) < 0.6
 
 
 def test_partitions_adapt_to_where_the_records_are() -> None:

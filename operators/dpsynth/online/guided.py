@@ -30,6 +30,11 @@ is how a block's records are summarised while it is open and when it closes:
   cost of spreading v's records uniformly over v, and E|noise| ≈ 1/ε is the
   scale of one more leaf's noise. A region the guide thinks empty stays one coarse leaf whose
   noisy count still measures what arrived there; the next summaries split it.
+* **Reuse of the time nodes** (:mod:`dpsynth.online.node_reuse`). A node of level l ≥ 1 and
+  a closing block measure records that their children (the level below; for a block, its top
+  time nodes) measured too, with independent noise. Their counts are combined with the
+  children's by generalised least squares on the common coarsening of the partitions (Honaker
+  2015): released noisy counts only. Before, a block's nodes were dropped when it closed.
 * **Paid refinement at large ε** (:mod:`dpsynth.online.refinement`). Released summaries cannot
   locate records fresh to them (each time level refines a record's leaf by three depths; block
   0 has no guide), which caps the error far above the tree's resolution at large ε. A summary
@@ -71,6 +76,7 @@ from dpsynth.online.floors import (
     guide_expects_empty,
     self_empty,
 )
+from dpsynth.online.node_reuse import combined_counts
 from dpsynth.online.partition import SPLIT_THRESHOLD, guided_partition, split_threshold
 from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.refinement import refined_partition
@@ -185,7 +191,8 @@ class GuidedMechanism(StepMechanism):
             fanout = 1 << TIME_FANOUT_BITS
             guides = [self.nodes[(level - 1, index * fanout + i)] for i in range(fanout)]
         summary = self._histogram(records, guides, epsilon, (*self._context, "node", b, level,
-                                                              index), history=history)
+                                                              index), history=history,
+                                  reuse=guides if level else None)
         if level == 0:
             self._recent = summary
         return summary
@@ -198,7 +205,7 @@ class GuidedMechanism(StepMechanism):
         epsilon = self.budget.counts + (0.0 if levels else self.budget.steps)
         size, size_var = self._open_size(b, length)  # released: may guide (block 0)
         summary = self._histogram(records, guides, epsilon, (*self._context, "block", b),
-                                  max(size, 0.0))
+                                  max(size, 0.0), reuse=guides if levels else None)
         leaf_var = self._leaf_variance(summary)
         summary.size = self._pooled_size(size, size_var, summary.size, leaf_var)
         if not levels:
@@ -207,7 +214,7 @@ class GuidedMechanism(StepMechanism):
 
     def _histogram(self, records: CellIds, guides: list[Summary], epsilon: float,
                    context: tuple[int | str, ...], expected: float = 0.0,
-                   history: bool = False) -> Summary:
+                   history: bool = False, reuse: list[Summary] | None = None) -> Summary:
         """Noisy leaf counts at ``epsilon`` on the partition the guides choose, refined at
         large ``epsilon`` by a PrivTree paid from it (privacy: P16); without guides, a uniform
         guide of the public size or of ``expected`` (a released noisy size). ``history``: the
@@ -228,6 +235,8 @@ class GuidedMechanism(StepMechanism):
             records, depths, prefixes, epsilon, self._noise, context, max_depth=self.max_depth)
         counts = noisy_leaf_counts(records, None, depths, prefixes, epsilon, self._noise,
                                    context, address_depth=self.max_depth)  # privacy: P16
+        if reuse:  # the children (a block: its top time nodes) measured these records too
+            counts = combined_counts(depths, prefixes, counts, epsilon, reuse, self.max_depth)
         floor = self._floor_scales / epsilon
         # where the guide (or, without one, the summary itself) expects nothing, a floor
         # against phantom mass (post-processing: dpsynth.online.floors); the history counts
@@ -238,10 +247,13 @@ class GuidedMechanism(StepMechanism):
         empty = (guide_expects_empty(starts, guide, widths, depth, depths, prefixes)
                  if guide is not None else
                  self_empty(depths, prefixes, counts, epsilon, self.max_depth))
-        counts = floored_counts(counts, empty, epsilon, floor)
-        kept = float(np.where(counts > floor, counts, 0).sum())
-        return Summary(depths, prefixes, counts, public if public is not None else kept,
-                       floor=floor, scale=1.0 / epsilon)
+        floored = floored_counts(counts, empty, epsilon, floor)
+        dropped = np.flatnonzero(floored != counts)
+        kept = float(np.where(floored > floor, floored, 0).sum())
+        return Summary(depths, prefixes, floored, public if public is not None else kept,
+                       floor=floor, scale=1.0 / epsilon,
+                       dropped=dropped if dropped.size else None,
+                       dropped_counts=counts[dropped] if dropped.size else None)
 
     # -- release ------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ T = TypeVar("T")
 
 #: Snapshot keys in their order (a snapshot's bytes depend on it): the optional ones last.
 _REQUIRED = ("depths", "prefixes", "counts", "size")
-_OPTIONAL = ("floor", "scale")
+_OPTIONAL = ("floor", "scale", "dropped", "dropped_counts")
 
 
 @dataclass(eq=False)
@@ -35,7 +35,10 @@ class Summary:
     cube); ``counts``: the noisy leaf counts; ``size``: the size estimate (public under
     replacement, a pooled noisy estimate under add/remove); ``floor``: counts at most this are
     noise where the summary records its own floor (step summaries; None: the caller's);
-    ``scale``: the leaf noise scale 1/ε where the mechanism records it (``guided``).
+    ``scale``: the leaf noise scale 1/ε where the mechanism records it (``guided``);
+    ``dropped`` and ``dropped_counts``: the leaves whose counts the floors of
+    :mod:`~dpsynth.online.floors` set to 0, and their noisy counts before (``guided``, for
+    :mod:`~dpsynth.online.node_reuse`).
     """
 
     depths: Counts
@@ -44,6 +47,8 @@ class Summary:
     size: float
     floor: float | None = None
     scale: float | None = None
+    dropped: np.ndarray | None = None
+    dropped_counts: np.ndarray | None = None
     _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -53,8 +58,10 @@ class Summary:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the leaves (depths, prefixes and counts)."""
-        return int(self.depths.nbytes + self.prefixes.nbytes + self.counts.nbytes)
+        """Bytes of the leaves (depths, prefixes, counts and the counts the floors dropped)."""
+        dropped = 0 if self.dropped is None or self.dropped_counts is None else (
+            self.dropped.nbytes + self.dropped_counts.nbytes)
+        return int(self.depths.nbytes + self.prefixes.nbytes + self.counts.nbytes + dropped)
 
     def derived(self, key: Any, compute: Callable[[], T]) -> T:
         """``compute()``, once per ``key`` while this summary is held (post-processing of a

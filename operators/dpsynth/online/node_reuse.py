@@ -1,0 +1,89 @@
+"""A closing block's counts combined with its top time nodes' (Honaker's reuse of a tree).
+
+Layer: core, post-processing only (privacy: P6). When ``guided``'s block b closes, its records
+have been measured twice with independent noise: by the block's own summary (ε_top) and by its
+time nodes of the top level (ε_l each, which together cover the block exactly). The release
+used only the first; the nodes were dropped. Honaker (2015) combines a tree's measurements of the
+same counts by generalised least squares; here the two measurements sit on different
+partitions, so they are combined on their common coarsening: the cells that are a leaf of one
+partition and lie inside no larger leaf of another (dyadic leaves are nested or disjoint, so
+these cells partition the cube and each is a union of whole leaves of every partition). In such
+a cell C holding k block leaves of noise variance v each, with block sum S and node sum N of
+variance V, the best linear unbiased estimate of each block leaf is its count plus
+(N − S)·v / (k·v + V): one share of the difference, weighted by the variances. A cell where
+the nodes are coarse corrects the block's total there; a cell as fine as both halves its noise
+variance when both have the same ε.
+
+Counts are the summaries' noisy counts before the floors of :mod:`~dpsynth.online.floors`
+(:func:`unfloored_counts`); the block's floors apply to the combined counts.
+
+Privacy: a function of released noisy counts, partitions and public ε: post-processing
+(docs/privacy.md P6, P16); no record is read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpsynth.noise import discrete_laplace_variance
+from dpsynth.online.summary import Summary
+
+
+def unfloored_counts(summary: Summary) -> np.ndarray:
+    """A summary's noisy counts before :mod:`~dpsynth.online.floors` zeroed any."""
+    if summary.dropped is None:
+        return np.asarray(summary.counts)
+    counts = np.array(summary.counts, copy=True)
+    counts[summary.dropped] = summary.dropped_counts
+    return counts
+
+
+def _starts(depths: np.ndarray, prefixes: np.ndarray, max_depth: int) -> np.ndarray:
+    """Each leaf's first Morton cell at ``max_depth`` (leaves in Morton order: sorted)."""
+    shift = (max_depth - np.asarray(depths, np.int64)).astype(np.uint64)
+    starts: np.ndarray = np.asarray(prefixes, np.uint64) << shift
+    return starts
+
+
+def common_coarsening(starts: list[np.ndarray]) -> np.ndarray:
+    """The sorted starts of the cells of the common coarsening of dyadic partitions, given
+    each partition's sorted leaf starts: the starts that every partition has (no leaf of any
+    partition straddles such a point, and dyadic leaves are nested or disjoint).
+
+    >>> common_coarsening([np.array([0, 2, 3], np.uint64), np.array([0, 1, 2], np.uint64)])
+    array([0, 2], dtype=uint64)
+    """
+    shared = starts[0]
+    for other in starts[1:]:
+        at = np.minimum(np.searchsorted(other, shared), other.size - 1)
+        shared = shared[other[at] == shared]
+    return shared
+
+
+def combined_counts(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray,
+                    epsilon: float, nodes: list[Summary], max_depth: int) -> np.ndarray:
+    """The block's noisy leaf counts (``counts``, noise Lap_Z(1/ε)) combined with the ``nodes``
+    that cover its records exactly (module docstring), rounded to whole records."""
+    leaf_var = discrete_laplace_variance(1.0 / epsilon)
+    if not nodes or leaf_var <= 0:  # no noise (ε → ∞): the counts are exact
+        return counts
+    block_starts = _starts(depths, prefixes, max_depth)
+    node_starts = [_starts(n.depths, n.prefixes, max_depth) for n in nodes]
+    cells = common_coarsening([block_starts, *node_starts])
+    cell = np.searchsorted(cells, block_starts, side="right") - 1
+    block_sum = np.bincount(cell, np.asarray(counts, np.float64), cells.size)
+    leaves = np.bincount(cell, minlength=cells.size).astype(np.float64)
+    where = np.searchsorted(cells, np.concatenate(node_starts), side="right") - 1
+    node_counts = np.concatenate([unfloored_counts(n) for n in nodes]).astype(np.float64)
+    node_leaf_var = np.repeat([discrete_laplace_variance(_scale(n)) for n in nodes],
+                              [n.leaves for n in nodes])
+    node_sum = np.bincount(where, node_counts, cells.size)
+    node_var = np.bincount(where, node_leaf_var, cells.size)
+    share = leaf_var / (leaves * leaf_var + node_var)  # every cell starts a block leaf
+    combined = counts + ((node_sum - block_sum) * share)[cell]
+    return np.rint(combined).astype(np.int64)
+
+
+def _scale(summary: Summary) -> float:
+    assert summary.scale is not None  # guided's summaries record their noise scale
+    return summary.scale
