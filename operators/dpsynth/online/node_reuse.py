@@ -1,21 +1,22 @@
-"""A closing block's counts combined with its top time nodes' (Honaker's reuse of a tree).
+"""A summary's counts combined with its children's: Honaker's reuse of the time tree.
 
-Layer: core, post-processing only (privacy: P6). When ``guided``'s block b closes, its records
-have been measured twice with independent noise: by the block's own summary (ε_top) and by its
-time nodes of the top level (ε_l each, which together cover the block exactly). The release
-used only the first; the nodes were dropped. Honaker (2015) combines a tree's measurements of the
-same counts by generalised least squares; here the two measurements sit on different
-partitions, so they are combined on their common coarsening: the cells that are a leaf of one
-partition and lie inside no larger leaf of another (dyadic leaves are nested or disjoint, so
-these cells partition the cube and each is a union of whole leaves of every partition). In such
-a cell C holding k block leaves of noise variance v each, with block sum S and node sum N of
-variance V, the best linear unbiased estimate of each block leaf is its count plus
-(N − S)·v / (k·v + V): one share of the difference, weighted by the variances. A cell where
-the nodes are coarse corrects the block's total there; a cell as fine as both halves its noise
-variance when both have the same ε.
+Layer: core, post-processing only (privacy: P6). ``guided`` measures each record of block b
+several times with independent noise: by the block's own summary (ε_top) and once per time
+level by a node (ε_l). A node of level l ≥ 1 holds exactly the records of its 8 children (level
+l − 1), and a closing block exactly those of its top time nodes. The release used to read the
+block's summary alone once it closed, and each node alone. Honaker (2015) combines a tree's
+measurements of the same counts by generalised least squares; here the measurements sit on
+different partitions, so they are combined on their common coarsening: the cells that are a
+leaf of one partition and lie inside no larger leaf of another (dyadic leaves are nested or
+disjoint, so these cells partition the cube and each is a union of whole leaves of every
+partition). In such a cell holding k leaves of the summary, of noise variance v each, with
+their sum S and the children's sum N of variance V, the best linear unbiased estimate of each
+leaf is its count plus (N − S)·v / (k·v + V): one share of the difference, weighted by the
+variances. Where the children are coarse the summary's total in the cell is corrected; a leaf
+that is also a leaf of each of n children at the same ε goes from variance v to n·v/(n + 1).
 
 Counts are the summaries' noisy counts before the floors of :mod:`~dpsynth.online.floors`
-(:func:`unfloored_counts`); the block's floors apply to the combined counts.
+(:func:`unfloored_counts`); the summary's floors apply to the combined counts.
 
 Privacy: a function of released noisy counts, partitions and public ε: post-processing
 (docs/privacy.md P6, P16); no record is read.
@@ -62,10 +63,11 @@ def common_coarsening(starts: list[np.ndarray]) -> np.ndarray:
 
 def combined_counts(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray,
                     epsilon: float, nodes: list[Summary], max_depth: int) -> np.ndarray:
-    """The block's noisy leaf counts (``counts``, noise Lap_Z(1/ε)) combined with the ``nodes``
-    that cover its records exactly (module docstring). Not rounded: a cell's correction is
-    shared by its leaves in equal fractions, and rounding each alone moved a cell's total by up
-    to half a record per leaf (d = 1, ε = 4, t = 10⁵: 1.61 → 1.32× offline PMM unrounded)."""
+    """A summary's noisy leaf counts (``counts``, noise Lap_Z(1/ε)) combined with those of the
+    ``nodes`` (its children) that hold exactly its records (module docstring). Not rounded: a
+    cell's correction is shared by its leaves in equal fractions, and rounding each alone moved
+    a cell's total by up to half a record per leaf (d = 1, ε = 4, t = 10⁵: 1.61 → 1.32× offline
+    PMM unrounded)."""
     leaf_var = discrete_laplace_variance(1.0 / epsilon)
     if not nodes or leaf_var <= 0:  # no noise (ε → ∞): the counts are exact
         return counts
