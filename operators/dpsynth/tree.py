@@ -76,6 +76,18 @@ def ancestors(address: CellIds, *, depth: int, level: int) -> CellIds:
     return np.asarray(address, dtype=np.uint64) >> np.uint64(depth - level)
 
 
+def first_cells(depths: np.ndarray, prefixes: np.ndarray, *, depth: int) -> CellIds:
+    """The first cell of depth ``depth`` inside each cell (``depths``, Morton ``prefixes``, none
+    deeper than ``depth``): leaves in Morton order give sorted starts.
+
+    >>> first_cells(np.array([1, 2]), np.array([1, 1], np.uint64), depth=3).tolist()
+    [4, 2]
+    """
+    shift = np.uint64(depth) - np.asarray(depths, np.int64).astype(np.uint64)
+    starts: CellIds = np.asarray(prefixes, np.uint64) << shift
+    return starts
+
+
 def leaf_bounds(cells: np.ndarray, *, d: int, depth: int) -> tuple[Points, Points]:
     """Lower and upper corners of the given cells of depth ``depth`` (each n×d).
 

@@ -1,4 +1,5 @@
-"""dpsynth.online.node_reuse: a closing block's counts combined with its top time nodes'."""
+"""dpsynth.online.node_reuse: a summary's counts combined with its children's (a level ≥ 1 node
+with its 8 children, a closing block with its top time nodes)."""
 
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ from numba import njit
 
 from dpsynth._types import CellIds, Counts, Points
 from dpsynth.online.guide_mass import cumulative_mass, mass_between
+from dpsynth.tree import first_cells
 
 #: A leaf whose neighbourhood holds less guide mass than this many records is "expected empty".
 EXPECTED_EMPTY = 0.5
@@ -135,7 +136,7 @@ def self_empty(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray, eps
 
     depths = np.asarray(depths, np.int64)
     top = np.uint64(max_depth)
-    starts = np.asarray(prefixes, np.uint64) << (top - depths.astype(np.uint64))
+    starts = first_cells(depths, prefixes, depth=max_depth)
     up = np.minimum(depths, SELF_NEIGHBOURHOOD).astype(np.uint64)
     span = np.uint64(1) << (top - depths.astype(np.uint64) + up)  # the ancestor's width
     low = (starts // span) * span

@@ -28,6 +28,7 @@ import numpy as np
 
 from dpsynth.noise import discrete_laplace_variance
 from dpsynth.online.summary import Summary
+from dpsynth.tree import first_cells
 
 
 def unfloored_counts(summary: Summary) -> np.ndarray:
@@ -37,13 +38,6 @@ def unfloored_counts(summary: Summary) -> np.ndarray:
     counts = np.array(summary.counts, copy=True)
     counts[summary.dropped] = summary.dropped_counts
     return counts
-
-
-def _starts(depths: np.ndarray, prefixes: np.ndarray, max_depth: int) -> np.ndarray:
-    """Each leaf's first Morton cell at ``max_depth`` (leaves in Morton order: sorted)."""
-    shift = (max_depth - np.asarray(depths, np.int64)).astype(np.uint64)
-    starts: np.ndarray = np.asarray(prefixes, np.uint64) << shift
-    return starts
 
 
 def common_coarsening(starts: list[np.ndarray]) -> np.ndarray:
@@ -71,8 +65,8 @@ def combined_counts(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray
     leaf_var = discrete_laplace_variance(1.0 / epsilon)
     if not nodes or leaf_var <= 0:  # no noise (ε → ∞): the counts are exact
         return counts
-    block_starts = _starts(depths, prefixes, max_depth)
-    node_starts = [_starts(n.depths, n.prefixes, max_depth) for n in nodes]
+    block_starts = first_cells(depths, prefixes, depth=max_depth)
+    node_starts = [first_cells(n.depths, n.prefixes, depth=max_depth) for n in nodes]
     cells = common_coarsening([block_starts, *node_starts])
     cell = np.searchsorted(cells, block_starts, side="right") - 1
     block_sum = np.bincount(cell, np.asarray(counts, np.float64), cells.size)

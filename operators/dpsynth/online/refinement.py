@@ -31,6 +31,7 @@ import numpy as np
 from dpsynth._types import CellIds
 from dpsynth.noise import KeyedNoise
 from dpsynth.online.privtree import privtree_leaves, privtree_params
+from dpsynth.tree import first_cells
 
 #: A summary whose own ε is at least this pays for a PrivTree refinement (docs/benchmarks.md,
 #: "How the defaults were tuned"). Above every summary budget at a per-record ε ≤ 16 (at most
@@ -60,9 +61,8 @@ def common_refinement(depths_a: np.ndarray, prefixes_a: CellIds, depths_b: np.nd
     ([2, 2, 1], [0, 1, 1])
     """
     top = np.uint64(max_depth)
-    starts = np.union1d(
-        np.asarray(prefixes_a, np.uint64) << (top - np.asarray(depths_a, np.uint64)),
-        np.asarray(prefixes_b, np.uint64) << (top - np.asarray(depths_b, np.uint64)))
+    starts = np.union1d(first_cells(depths_a, prefixes_a, depth=max_depth),
+                        first_cells(depths_b, prefixes_b, depth=max_depth))
     widths = np.diff(np.append(starts, np.uint64(1) << top))
     depths = max_depth - np.log2(widths.astype(np.float64)).astype(np.int64)  # powers of two
     return depths, starts >> (top - depths.astype(np.uint64))
