@@ -15,7 +15,6 @@ from dpsynth.online.floors import (
     floored_counts,
     guide_expects_empty,
     leaf_guide_mass,
-    neighbourhood_guide_mass,
     self_empty,
 )
 
@@ -77,10 +76,11 @@ def test_a_leafs_neighbourhood_is_its_ancestor_two_levels_up() -> None:
     widths = np.diff(np.append(starts, 32)).astype(float)
     depths = np.array([1, 5, 5, 5, 5], np.int64)
     prefixes = np.array([0, 16, 17, 19, 20], np.uint64)
-    near = neighbourhood_guide_mass(starts, density, widths, 5, depths, prefixes)
     own = leaf_guide_mass(starts, density, widths, 5, depths, prefixes)
     assert own.tolist() == [0.0, 3.0, 0.0, 0.0, 0.0]
-    assert near.tolist() == [3.0, 3.0, 3.0, 3.0, 0.0]  # up to depth 3 (depth 1: the cube)
+    # the neighbourhoods (up to depth 3; depth 1 goes to the cube) hold 3, 3, 3, 3 and 0
+    empty = guide_expects_empty(starts, density, widths, 5, depths, prefixes)
+    assert empty.tolist() == [False, False, False, False, True]
     assert NEIGHBOURHOOD == 2
 
 

@@ -50,14 +50,6 @@ SELF_NEIGHBOURHOOD = 4
 SELF_SCORE = 2.0
 
 
-def neighbourhood_guide_mass(starts: np.ndarray, density: np.ndarray, widths: np.ndarray,
-                             depth: int, depths: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
-    """The guide's mass in each leaf's neighbourhood (its ancestor :data:`NEIGHBOURHOOD` tree
-    levels up, or the cube): :func:`leaf_guide_mass` of the ancestors."""
-    guide = _guide_arrays(starts, density, widths)
-    return _leaf_masses(*guide, depth, *_ancestors(depths, prefixes))
-
-
 def _ancestors(depths: np.ndarray, prefixes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(depths, prefixes) of each leaf's neighbourhood: its ancestor :data:`NEIGHBOURHOOD`
     tree levels up, or the cube."""
