@@ -29,6 +29,54 @@ def test_empty_floor_is_the_smallest_integer_within_the_false_leaf_budget(epsilo
     assert m == 0 or leaves * p ** (m - 1) / (1 + p) > FALSE_LEAVES
 
 
+def _lap_z_sum_tail(epsilon: float, summed: int) -> np.ndarray:
+    """P(S ≥ m), m = 0, 1, …, for S the sum of ``summed`` Lap_Z(1/ε): the pmf convolved
+    directly (an independent check of the negative-binomial form in floors)."""
+    p = np.exp(-epsilon)
+    z = np.arange(-400, 401)
+    one = (1 - p) / (1 + p) * p ** np.abs(z)
+    pmf = one
+    for _ in range(summed - 1):
+        pmf = np.convolve(pmf, one)
+    centre = (pmf.size - 1) // 2
+    return np.cumsum(pmf[::-1])[::-1][centre:]
+
+
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 2.0, 5.0])
+@pytest.mark.parametrize("summed", [2, 5, 16])
+@pytest.mark.parametrize("tests", [1, 40, 2048])
+def test_the_floor_of_a_neighbourhood_sum_is_the_smallest_within_the_budget(
+        epsilon: float, summed: int, tests: int) -> None:
+    tail = _lap_z_sum_tail(epsilon, summed)
+    m = empty_floor(epsilon, tests, summed=summed)
+    assert tests * tail[m] <= FALSE_LEAVES * (1 + 1e-9)
+    assert m == 0 or tests * tail[m - 1] > FALSE_LEAVES
+
+
+@pytest.mark.parametrize("epsilon", [0.01, 0.36, 3.0, 30.0])
+def test_the_sum_of_one_leaf_has_the_one_leaf_floor(epsilon: float) -> None:
+    from dpsynth.online.floors import _sum_floor
+
+    for tests in (1, 30, 1000, 10**6):
+        assert _sum_floor(epsilon, tests, 1) == empty_floor(epsilon, tests)
+
+
+def test_pure_noise_at_large_epsilon_makes_few_neighbourhoods_look_occupied() -> None:
+    """A summary without a guide at ε = 5: 2,048 leaves of depth 11, 128 neighbourhoods of 16
+    leaves, pure noise, 300 keys. Two SD of a neighbourhood's noise is under one record, and
+    one phantom record in a neighbourhood is not rare: with the one-leaf floor (2) as the bar,
+    a pair of ±1 draws made ≈ 0.77 neighbourhoods per summary look occupied (≈ 230 here).
+    With the bar of the sums, ≤ FALSE_LEAVES per summary are expected (≤ 30 here); the test
+    allows 60 (P(Poisson(30) > 60) < 10⁻⁵)."""
+    epsilon, leaves, keys = 5.0, 2048, 300
+    depths, prefixes = np.full(leaves, 11), np.arange(leaves, dtype=np.uint64)
+    noise = KeyedNoise(bytes(32)).discrete_laplace_at(
+        1 / epsilon, ("neighbourhoods",), np.arange(leaves * keys), 0).reshape(keys, leaves)
+    occupied = sum(int(np.unique(np.flatnonzero(~self_empty(depths, prefixes, row, epsilon, 20))
+                                 >> 4).size) for row in noise)
+    assert occupied <= 2 * FALSE_LEAVES * keys
+
+
 def test_pure_noise_keeps_about_the_false_leaf_budget() -> None:
     """2,000 summaries of 200 empty leaves at ε = 0.36 (exact Lap_Z draws): the leaves kept
     per summary average ≤ FALSE_LEAVES (binomial sd of the mean ≈ 0.016)."""

@@ -27,6 +27,7 @@ of ε (public): post-processing (docs/privacy.md P6, P16); no record is read.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from numba import njit
@@ -42,10 +43,12 @@ NEIGHBOURHOOD = 2
 #: A leaf the guide leaves empty while its neighbourhood holds so much that, spread evenly, at
 #: least this many records would have fallen in the leaf, is expected empty too.
 SIGNIFICANT = 30.0
-#: The expected number of expected-empty leaves of one summary that pure noise keeps.
+#: The expected number of expected-empty leaves of one summary that pure noise keeps (and of
+#: neighbourhoods that pure noise makes look occupied, in a summary without a guide).
 FALSE_LEAVES = 0.1
 #: A summary without a guide (block 0): a leaf is expected empty when the noisy sum over its
-#: ancestor this many tree levels up is below this many standard deviations of its noise.
+#: ancestor this many tree levels up is below this many standard deviations of its noise, or
+#: below the multiple-testing floor of such sums (:func:`self_empty`).
 SELF_NEIGHBOURHOOD = 4
 SELF_SCORE = 2.0
 
@@ -104,26 +107,57 @@ def _leaf_masses(starts: Points, density: Points, cum: Points, depth: int, depth
     return out
 
 
-def empty_floor(epsilon: float, empty_leaves: int) -> int:
-    """The smallest integer m with ``empty_leaves`` · P(Lap_Z(1/ε) ≥ m) ≤ :data:`FALSE_LEAVES`
-    (0 without such leaves).
+def empty_floor(epsilon: float, empty_leaves: int, summed: int = 1) -> int:
+    """The smallest integer m with ``empty_leaves`` · P(S ≥ m) ≤ :data:`FALSE_LEAVES`, S the
+    sum of ``summed`` independent Lap_Z(1/ε) (one leaf's noise, or a neighbourhood's); 0
+    without such leaves.
 
     >>> empty_floor(1.0, 100), empty_floor(0.36, 100), empty_floor(10.0, 100)
     (7, 18, 1)
+    >>> empty_floor(5.0, 128), empty_floor(5.0, 128, summed=16)
+    (2, 3)
     """
     if empty_leaves <= 0:
         return 0
+    if summed > 1:
+        return _sum_floor(float(epsilon), int(empty_leaves), int(summed))
     log_p = -float(epsilon)
     bound = math.log(FALSE_LEAVES * (1.0 + math.exp(log_p)) / empty_leaves)
     return max(int(math.ceil(bound / log_p)), 0) if bound < 0 else 0
+
+
+@lru_cache(maxsize=256)
+def _sum_floor(epsilon: float, tests: int, summed: int) -> int:
+    """:func:`empty_floor` of a sum of k = ``summed`` leaves' noise. A Lap_Z(1/ε) is the
+    difference of two independent geometric counts of failures with success probability
+    1 − p, p = e^{−ε}, so S = N1 − N2 with N1, N2 negative binomial (k, 1 − p), and
+    P(S ≥ m) = Σ_j P(N2 = j) P(N1 ≥ m + j); the tail falls in m, so m is found by bisection.
+    The pmf is cut where it is below e^{−40}."""
+    p = math.exp(-epsilon)
+    size = int(math.ceil((40.0 + summed + 2.0 * math.log(summed)) / epsilon)) + 8 * summed
+    j = np.arange(1, size, dtype=np.float64)
+    pmf = np.empty(size)
+    pmf[0] = (1.0 - p) ** summed
+    pmf[1:] = pmf[0] * np.cumprod(p * (j + summed - 1) / j)  # negative binomial, by recursion
+    survival = np.cumsum(pmf[::-1])[::-1]  # P(N ≥ n)
+
+    def too_likely(m: int) -> bool:
+        return tests * float(pmf[:size - m] @ survival[m:]) > FALSE_LEAVES
+
+    low, high = 0, size - 1  # too_likely(0) always (P(S ≥ 0) ≥ ½); the answer is in (low, high]
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if too_likely(mid) else (low, mid)
+    return high
 
 
 def self_empty(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray, epsilon: float,
                max_depth: int) -> np.ndarray:
     """Leaves (Morton order) of a summary without a guide that are expected empty by its own
     counts: the noisy sum over the leaf's ancestor :data:`SELF_NEIGHBOURHOOD` tree levels up is
-    below :data:`SELF_SCORE` standard deviations of the noise of the leaves it holds, and below
-    :func:`empty_floor` of all the summary's leaves."""
+    below :data:`SELF_SCORE` standard deviations of the noise of the leaves it holds, or below
+    :func:`empty_floor` of such sums over the summary's neighbourhoods (pure noise makes about
+    :data:`FALSE_LEAVES` of them look occupied; docs/benchmarks-concentrated.md §14)."""
     from dpsynth.noise import discrete_laplace_variance
 
     depths = np.asarray(depths, np.int64)
@@ -136,10 +170,14 @@ def self_empty(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray, eps
     last = np.searchsorted(starts, low + span)
     cum = np.concatenate([[0.0], np.cumsum(np.asarray(counts, np.float64))])
     total = cum[last] - cum[first]
-    sd = np.sqrt((last - first) * discrete_laplace_variance(1.0 / epsilon))
-    # at large ε the sd is a fraction of a record: one phantom record must not make a
-    # neighbourhood look occupied, so the bar is at least the floor of one empty leaf
-    empty: np.ndarray = total < np.maximum(SELF_SCORE * sd, empty_floor(epsilon, depths.size))
+    held = last - first  # the leaves of each neighbourhood
+    sd = np.sqrt(held * discrete_laplace_variance(1.0 / epsilon))
+    # pure noise must not make more than FALSE_LEAVES neighbourhoods look occupied: at large ε
+    # the sd is a fraction of a record and two phantom records in one neighbourhood are not rare
+    neighbourhoods = int(np.unique(low).size)
+    sizes, index = np.unique(held, return_inverse=True)
+    bar = np.array([empty_floor(epsilon, neighbourhoods, summed=int(k)) for k in sizes])[index]
+    empty: np.ndarray = total < np.maximum(SELF_SCORE * sd, bar)
     return empty
 
 
