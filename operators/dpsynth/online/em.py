@@ -1,4 +1,4 @@
-"""One EM step for a common density behind several histograms (guided releases, issue 14).
+"""EM steps for a common density behind several histograms (guided releases, issue 14).
 
 Layer: core, post-processing only (privacy: P6). Each part is a piecewise-constant density on
 Morton intervals at a common depth D that partitions the cube (a released summary); the step
@@ -14,6 +14,11 @@ from numba import njit
 
 from dpsynth._types import Counts
 from dpsynth.online.rounding import Floats, density_at, sorted_union
+
+#: EM steps of a release: the second spreads every part like the first step's estimate, in
+#: which one part's coarse leaves no longer dilute the others' fine structure (0.95× tree W1 on
+#: the concentrated tuning panel, every case better; docs/benchmarks-concentrated.md §15).
+EM_STEPS = 2
 
 #: :func:`stacked_parts`: (union grid, interval starts, densities, sizes, summed density).
 StackedParts = tuple[np.ndarray, np.ndarray, np.ndarray, list[int], np.ndarray]
@@ -51,15 +56,17 @@ def split_sums(parts: list[tuple[np.ndarray, np.ndarray]], split: int
 
 def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
                before: StackedParts | None = None,
-               scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """(grid starts, density) of one EM step for a common density behind several histograms.
+               scale: float = 1.0, steps: int = EM_STEPS) -> tuple[np.ndarray, np.ndarray]:
+    """(grid starts, density) of ``steps`` EM steps for a common density behind several
+    histograms.
 
     ``parts`` are piecewise-constant densities (Morton interval starts at ``depth``, density per
-    cell), each a partition of the cube. Their sum P is the first estimate; the step spreads each
-    part's mass inside each of its intervals like P (uniformly where P has none there), so
-    structure resolved by one part sharpens the coarse intervals of the others (Dempster, Laird
-    and Rubin 1977, for data grouped into intervals). Post-processing; O(parts × grid), in one
-    compiled pass per part. ``before``: parts placed ahead of ``parts``, already
+    cell), each a partition of the cube. Their sum P is the first estimate; a step spreads each
+    part's mass inside each of its intervals like the current estimate (uniformly where it has
+    none there), so structure resolved by one part sharpens the coarse intervals of the others
+    (Dempster, Laird and Rubin 1977, for data grouped into intervals), and the result is the
+    next estimate. Post-processing; O(steps × parts × grid), in one compiled pass per part and
+    step. ``before``: parts placed ahead of ``parts``, already
     :func:`stacked_parts` (the same result as listing them first; their sum is read, not redone).
     ``scale``: a factor on the densities of ``parts`` (not of ``before``).
     """
@@ -74,7 +81,10 @@ def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
     offsets = np.cumsum([0] + sizes)
     pooled = density_at(before[0], before[4], grid)  # the earlier parts' sum, in their order
     _add_parts(grid, starts, density, offsets, len(before[3]), pooled)
-    return grid, _em_step(grid, starts, density, offsets, np.int64(1) << np.int64(depth), pooled)
+    end = np.int64(1) << np.int64(depth)
+    for _ in range(steps):
+        pooled = _em_step(grid, starts, density, offsets, end, pooled)
+    return grid, pooled
 
 
 @njit(cache=True)
@@ -94,7 +104,7 @@ def _em_step(grid: Counts, starts: Counts, density: Floats, offsets: Counts, end
              pooled: Floats) -> Floats:
     """:func:`em_density` on the union grid; part p is ``starts``/``density`` in
     [offsets[p], offsets[p + 1]), its interval starts a sorted subset of ``grid``; ``pooled``
-    their sum on the grid."""
+    the current estimate on the grid."""
     n = grid.size
     widths = np.empty(n, np.float64)
     for g in range(n):
@@ -110,7 +120,7 @@ def _em_step(grid: Counts, starts: Counts, density: Floats, offsets: Counts, end
             stop = starts[i + 1] if i + 1 < offsets[p + 1] else end
             while g < n and grid[g] < stop:
                 g += 1
-            inside = cum[g] - cum[first]  # P's mass in this interval of the part
+            inside = cum[g] - cum[first]  # the estimate's mass in this interval of the part
             if inside > 0:
                 ratio = density[i] * (stop - starts[i]) / inside
                 for k in range(first, g):

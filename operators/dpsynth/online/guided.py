@@ -48,8 +48,9 @@ is how a block's records are summarised while it is open and when it closes:
   (:mod:`dpsynth.online.floors`: the phantom mass of empty leaves was the coarse part of the
   error and a bias toward the centre on concentrated streams) — and scaled to its size (public;
   the pooled noisy sizes under add/remove), summed, then every leaf's mass is spread inside the leaf
-  like that sum (one step of the EM algorithm for a common density: fine structure seen by one
-  summary sharpens the others' coarse leaves), and rounded by systematic sampling.
+  like that sum, and again like the result (two steps of the EM algorithm for a common density,
+  :data:`~dpsynth.online.em.EM_STEPS`: fine structure seen by one summary sharpens the others'
+  coarse leaves), and rounded by systematic sampling.
 
 Privacy (docs/privacy.md P16): under add/remove one record changes one leaf count of each
 summary that contains it — its block's and one node per level — and the open block's size
@@ -268,7 +269,7 @@ class GuidedMechanism(StepMechanism):
 
     def _leaf_counts(self, total: int, open_size: float,
                      placement_seed: bytes) -> LeafCounts:
-        """Closed blocks plus the open block's cover (scaled to ``open_size``), one EM step,
+        """Closed blocks plus the open block's cover (scaled to ``open_size``), EM steps,
         rounded to ``total`` (module docstring; post-processing)."""
         cover = self._cover(block_of(self.step + 1), len(self._step_counts))
         cover_size = sum(float(s.size) for s in cover)
@@ -281,7 +282,7 @@ class GuidedMechanism(StepMechanism):
         # each covering node scaled to the open block's size estimate (its share of it)
         closed = self._closed_parts(depth) if self.blocks else None
         parts = [self._intervals(s, depth) for s in cover]
-        starts, density = em_density(parts, depth, closed, scale)  # one EM step (docstring)
+        starts, density = em_density(parts, depth, closed, scale)  # EM steps (docstring)
         widths = np.diff(np.concatenate([starts, [1 << depth]]))
         return self._rounded(starts, widths, density, depth, total, placement_seed)
 
