@@ -42,9 +42,9 @@ TREND_TESTS = 40
 
 #: Known failures (docs/benchmarks-concentrated.md); strict, so a fix shows as XPASS and fails.
 KNOWN = {
-    ("city_in_country", "add_remove"): "x -0.0008, 0 of 16 keys: the release's two EM steps "
-                                       "move mass toward lower x, the centre (-0.0004 with "
-                                       "one, -0.0008 with three; §15)",
+    ("city_in_country", "add_remove"): "x -0.0008, 0 of 16 keys: the city is narrower than "
+                                       "block 1's leaf of depth 16, and records placed "
+                                       "uniformly in it are offset from the data (§15)",
     ("multiscale-100", "replace"): "y +0.0037, 15 of 16 keys: the floors drop the far "
                                    "clusters (24-38 records each, 2-9 per step), which no "
                                    "summary sees above its floor (§13)",
