@@ -296,8 +296,22 @@ def union_grid(parts: list[tuple[np.ndarray, np.ndarray]], depth: int
 
 
 def density_at(starts: np.ndarray, density: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """A piecewise-constant density (interval ``starts``) read on a finer ``grid``."""
-    return density[np.searchsorted(starts, grid, side="right") - 1]
+    """A piecewise-constant density (interval ``starts``, sorted, the first at or below the
+    grid's) read on a sorted ``grid``: one merged pass (compiled), not a search per cell."""
+    out: np.ndarray = _read_at(np.asarray(starts, np.int64), np.asarray(density, np.float64),
+                               np.asarray(grid, np.int64))
+    return out
+
+
+@njit(cache=True)
+def _read_at(starts: Counts, density: Floats, grid: Counts) -> Floats:
+    out = np.empty(grid.size, np.float64)
+    i = 0
+    for g in range(grid.size):
+        while i + 1 < starts.size and starts[i + 1] <= grid[g]:
+            i += 1
+        out[g] = density[i]
+    return out
 
 
 def fold_refined(shape: tuple[np.ndarray, np.ndarray], summary: Summary, depth: int,
