@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpsynth.noise import discrete_laplace_variance
+from dpsynth.online.rounding import interval_of
 from dpsynth.online.summary import Summary
 from dpsynth.tree import first_cells
 
@@ -50,7 +51,7 @@ def common_coarsening(starts: list[np.ndarray]) -> np.ndarray:
     """
     shared = starts[0]
     for other in starts[1:]:
-        at = np.minimum(np.searchsorted(other, shared), other.size - 1)
+        at = np.maximum(interval_of(other, shared), 0)  # the last start of other at or below
         shared = shared[other[at] == shared]
     return shared
 
@@ -68,10 +69,10 @@ def combined_counts(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray
     block_starts = first_cells(depths, prefixes, depth=max_depth)
     node_starts = [first_cells(n.depths, n.prefixes, depth=max_depth) for n in nodes]
     cells = common_coarsening([block_starts, *node_starts])
-    cell = np.searchsorted(cells, block_starts, side="right") - 1
+    cell = interval_of(cells, block_starts)
     block_sum = np.bincount(cell, np.asarray(counts, np.float64), cells.size)
     leaves = np.bincount(cell, minlength=cells.size).astype(np.float64)
-    where = np.searchsorted(cells, np.concatenate(node_starts), side="right") - 1
+    where = np.concatenate([interval_of(cells, starts) for starts in node_starts])
     node_counts = np.concatenate([unfloored_counts(n) for n in nodes]).astype(np.float64)
     node_leaf_var = np.repeat([discrete_laplace_variance(_scale(n)) for n in nodes],
                               [n.leaves for n in nodes])

@@ -296,21 +296,31 @@ def union_grid(parts: list[tuple[np.ndarray, np.ndarray]], depth: int
 
 
 def density_at(starts: np.ndarray, density: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """A piecewise-constant density (interval ``starts``, sorted, the first at or below the
-    grid's) read on a sorted ``grid``: one merged pass (compiled), not a search per cell."""
-    out: np.ndarray = _read_at(np.asarray(starts, np.int64), np.asarray(density, np.float64),
-                               np.asarray(grid, np.int64))
+    """A piecewise-constant density (interval ``starts``) read on a finer sorted ``grid``."""
+    out: np.ndarray = np.asarray(density)[interval_of(starts, grid)]
+    return out
+
+
+def interval_of(starts: np.ndarray, points: np.ndarray) -> Counts:
+    """The interval (sorted ``starts``) holding each of the sorted ``points``:
+    ``np.searchsorted(starts, points, side="right") - 1`` in one compiled merged pass, not a
+    binary search per point.
+
+    >>> interval_of(np.array([0, 4, 6]), np.array([0, 3, 4, 7])).tolist()
+    [0, 0, 1, 2]
+    """
+    out: Counts = _interval_of(np.asarray(starts, np.int64), np.asarray(points, np.int64))
     return out
 
 
 @njit(cache=True)
-def _read_at(starts: Counts, density: Floats, grid: Counts) -> Floats:
-    out = np.empty(grid.size, np.float64)
-    i = 0
-    for g in range(grid.size):
-        while i + 1 < starts.size and starts[i + 1] <= grid[g]:
+def _interval_of(starts: Counts, points: Counts) -> Counts:
+    out = np.empty(points.size, np.int64)
+    i = -1
+    for g in range(points.size):
+        while i + 1 < starts.size and starts[i + 1] <= points[g]:
             i += 1
-        out[g] = density[i]
+        out[g] = i
     return out
 
 
