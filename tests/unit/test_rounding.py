@@ -12,6 +12,7 @@ from dpsynth.online.rounding import (
     density_at,
     empty_shape,
     fold_refined,
+    interval_of,
     mass_depth,
     runs_capacity,
     sorted_union,
@@ -154,3 +155,14 @@ def test_block_intervals_merge_empty_runs_into_the_same_density() -> None:
         assert np.array_equal(density_at(starts, density, cells), want)
         assert not np.any((density[1:] == 0) & (density[:-1] == 0))
         assert set(leaf_starts[kept > 0].tolist()) <= set(starts.tolist())
+
+
+def test_interval_of_is_searchsorted_right_minus_one() -> None:
+    """The merged look-up against numpy on random sorted inputs, points below the first start
+    (-1, as numpy) and repeated points included."""
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        starts = np.unique(rng.integers(0, 1000, int(rng.integers(1, 60))))
+        points = np.sort(rng.integers(-5, 1005, int(rng.integers(0, 200))))
+        want = np.searchsorted(starts, points, side="right") - 1
+        assert interval_of(starts, points).tolist() == want.tolist()
