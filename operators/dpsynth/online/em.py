@@ -1,9 +1,10 @@
 """EM steps for a common density behind several histograms (guided releases, issue 14).
 
 Layer: core, post-processing only (privacy: P6). Each part is a piecewise-constant density on
-Morton intervals at a common depth D that partitions the cube (a released summary); the step
-spreads every part's mass inside each of its intervals like the sum of all parts (Dempster,
-Laird and Rubin 1977, for data grouped into intervals). Parts that do not change between
+Morton intervals at a common depth D that partitions the cube (a released summary); a step
+spreads every part's mass inside each of its intervals like the current estimate — the sum of
+all parts at first, then the previous step's result (Dempster, Laird and Rubin 1977, for data
+grouped into intervals; :data:`EM_STEPS` of them per release). Parts that do not change between
 releases (the closed blocks) are stacked and summed once (:func:`stacked_parts`).
 """
 
