@@ -102,7 +102,12 @@ def _mass(starts: np.ndarray, density: np.ndarray, depth: int, k: int, p: int) -
     return float(hi - lo)
 
 
-def test_partition_splits_exactly_while_guide_mass_times_diameter_exceeds_the_threshold() -> None:
+def test_partition_splits_exactly_while_guide_mass_times_diameter_exceeds_the_threshold(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mass × diameter rule alone (the halo is off here; test_partition.py tests both)."""
+    from dpsynth.online import partition
+
+    monkeypatch.setattr(partition, "HALO_MIN_MASS", np.inf)
     rng = np.random.default_rng(0)
     for d in (1, 2, 3):
         depth = 8

@@ -5,8 +5,8 @@ partition that is a deterministic function of summaries already released (the *g
 cell v of depth k is split while its guide mass m(v) times its ℓ∞ diameter D_k = 2^−⌊k/d⌋
 exceeds θ·E|Lap_Z(1/ε)| — m·D bounds the tree-W1 cost of spreading v's records uniformly over
 v, and E|noise| is the cost of one more leaf. In d = 2, where the guide is dense, a cell split
-along x is split along y too (:data:`WHOLE_SQUARE_DENSITY`). No data, no noise: post-processing
-(P6, P16).
+along x is split along y too (:data:`WHOLE_SQUARE_DENSITY`); a cell next to a much denser one
+is split too (:data:`HALO_RATIO`). No data, no noise: post-processing (P6, P16).
 """
 
 from __future__ import annotations
@@ -38,6 +38,16 @@ MIN_SPLIT_MASS = 0.25
 #: split everywhere cost up to 1.27× on uniform data; in d = 3 completing the cube cost 1.07×
 #: on the drift panel at this density and 1.22× everywhere, so d = 3 keeps the rule above).
 WHOLE_SQUARE_DENSITY = 16.0
+#: The halo: a cell holding at least :data:`HALO_MIN_MASS` records of guide mass, and a face
+#: neighbour of its depth holding at least this many times as much and split by the rule above,
+#: is split too. The records of a cell next to a much denser one tend to lie against it (a
+#: city's outskirts, a track leaving a place it dwelt in): the guide, spreading them over the
+#: cell, does not see it, and the m·D rule leaves them at the cell's centre, on the far side;
+#: the halo follows the dense region's edge down while the sparser side still holds guide mass.
+#: (docs/benchmarks-concentrated.md §16: 0.97× tree W1 on the concentrated tuning panel, 1.00×
+#: on the drift panels; with no floor on the cell's own mass it cost up to 2.4×.)
+HALO_RATIO = 4.0
+HALO_MIN_MASS = 32.0
 
 
 def split_threshold(epsilon: float) -> float:
@@ -68,15 +78,38 @@ def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, thresh
               np.asarray(widths, np.float64))
     whole = WHOLE_SQUARE_DENSITY if d == 2 else np.inf
     return _partition(starts, np.asarray(density, np.float64), widths, depth, threshold, d,
-                      max_depth, whole)
+                      max_depth, whole, HALO_RATIO, HALO_MIN_MASS)
+
+
+@njit(cache=True)
+def face_neighbour(prefix: np.uint64, depth: int, d: int, axis: int, step: int
+                   ) -> tuple[np.uint64, bool]:
+    """(the Morton prefix, whether it exists) of the depth-``depth`` cell next to ``prefix``
+    along ``axis``, one cell up (``step`` 1) or down (−1): bit j of a prefix, most significant
+    first, is a digit of coordinate j mod d (:mod:`dpsynth.tree`)."""
+    one = np.uint64(1)
+    index, bits = np.uint64(0), 0
+    for j in range(axis, depth, d):
+        index = (index << one) | ((prefix >> np.uint64(depth - 1 - j)) & one)
+        bits += 1
+    if (step < 0 and index == 0) or (step > 0 and index + one >= (one << np.uint64(bits))):
+        return prefix, False
+    other = index + one if step > 0 else index - one
+    for j in range(axis, depth, d):
+        bits -= 1
+        position = np.uint64(depth - 1 - j)
+        prefix = (prefix & ~(one << position)) | (((other >> np.uint64(bits)) & one) << position)
+    return prefix, True
 
 
 @njit(cache=True)
 def _partition(starts: Floats, density: Floats, widths: Floats, depth: int, threshold: float,
-               d: int, max_depth: int, whole: float) -> tuple[Counts, CellIds]:
+               d: int, max_depth: int, whole: float, halo_ratio: float, halo_min: float
+               ) -> tuple[Counts, CellIds]:
     """:func:`guided_partition` depth first, so the leaves come out in Morton order; a cell
     split along some axes but not all (depth k not a multiple of d) is split again where its
-    guide density is at least ``whole`` times the average (:data:`WHOLE_SQUARE_DENSITY`)."""
+    guide density is at least ``whole`` times the average (:data:`WHOLE_SQUARE_DENSITY`), and a
+    cell next to a much denser one where the halo rule holds (:data:`HALO_RATIO`)."""
     cum = cumulative_mass(starts, density, widths)
     dense = whole * cum[cum.size - 1] / 2.0 ** depth  # guide mass per guide cell, × whole
     hint = 0  # depth first: the cells' starts never decrease, each query starts near the last
@@ -100,6 +133,9 @@ def _partition(starts: Floats, density: Floats, widths: Floats, depth: int, thre
             mass, hint = mass_between(starts, density, cum, low, low + spans[k], hint)
             split = (mass >= MIN_SPLIT_MASS and mass * diameters[k] > threshold) or (
                 k % d != 0 and mass >= dense * spans[k])
+            if not split and mass >= halo_min:
+                split = _next_to_denser(prefix, k, d, starts, density, cum, spans[k],
+                                        halo_ratio * mass, threshold / diameters[k], hint)
         if split:  # the right child below the left: the left is visited first
             first = prefix << np.uint64(1)
             stack_depth[top], stack_prefix[top] = k + 1, first | np.uint64(1)
@@ -112,3 +148,20 @@ def _partition(starts: Floats, density: Floats, widths: Floats, depth: int, thre
         depths[n], prefixes[n] = k, prefix
         n += 1
     return depths[:n].copy(), prefixes[:n].copy()
+
+
+@njit(cache=True)
+def _next_to_denser(prefix: np.uint64, k: int, d: int, starts: Floats, density: Floats,
+                    cum: Floats, span: float, least: float, split_mass: float, hint: int) -> bool:
+    """Whether a face neighbour of the depth-k cell ``prefix`` holds at least ``least`` and
+    more than ``split_mass`` of guide mass (the halo rule of :func:`_partition`); the
+    queries gallop from ``hint``, the interval of the cell itself."""
+    for axis in range(d):
+        for step in (-1, 1):
+            other, exists = face_neighbour(prefix, k, d, axis, step)
+            if exists:
+                low = float(other) * span
+                mass, _ = mass_between(starts, density, cum, low, low + span, hint)
+                if mass >= least and mass > split_mass:
+                    return True
+    return False
