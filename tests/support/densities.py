@@ -26,3 +26,13 @@ def random_morton_partition(rng: np.random.Generator,
             depths.append(k)
             prefixes.append(prefix)
     return np.array(depths, np.int64), np.array(prefixes, np.uint64)
+
+
+def cell_mass(starts: np.ndarray, density: np.ndarray, depth: int, k: int, p: int) -> float:
+    """Mass of the cell (depth k, Morton prefix p) under a piecewise-constant density on Morton
+    intervals at ``depth`` (mass per depth-``depth`` cell): the cumulative mass is piecewise
+    linear, so it is read by interpolation (independent of the compiled queries)."""
+    bounds = np.concatenate([starts, [1 << depth]])
+    cum = np.concatenate([[0.0], np.cumsum(density * np.diff(bounds))])
+    lo, hi = np.interp([p * 2.0 ** (depth - k), (p + 1) * 2.0 ** (depth - k)], bounds, cum)
+    return float(hi - lo)

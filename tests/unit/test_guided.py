@@ -26,6 +26,7 @@ from dpsynth.online.partition import MIN_SPLIT_MASS, guided_partition, split_thr
 from dpsynth.online.rounding import block_intervals, mass_depth, pooled_intervals, union_grid
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.tree import route
+from tests.support.densities import cell_mass
 
 KEY = bytes(range(32))
 
@@ -94,14 +95,6 @@ def test_P9_add_remove_refuses_steps_counted_in_records() -> None:
 
 # -- partitions -------------------------------------------------------------------------------
 
-def _mass(starts: np.ndarray, density: np.ndarray, depth: int, k: int, p: int) -> float:
-    """Guide mass of the cell (depth k, prefix p): the cumulative mass is piecewise linear."""
-    bounds = np.concatenate([starts, [1 << depth]])
-    cum = np.concatenate([[0.0], np.cumsum(density * np.diff(bounds))])
-    lo, hi = np.interp([p * 2.0 ** (depth - k), (p + 1) * 2.0 ** (depth - k)], bounds, cum)
-    return float(hi - lo)
-
-
 def test_partition_splits_exactly_while_guide_mass_times_diameter_exceeds_the_threshold(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The mass × diameter rule alone (the halo is off here; test_partition.py tests both)."""
@@ -119,11 +112,11 @@ def test_partition_splits_exactly_while_guide_mass_times_diameter_exceeds_the_th
         covered = 0.0
         for k, p in zip(depths.tolist(), prefixes.tolist(), strict=True):
             covered += 2.0 ** -k
-            leaf = _mass(starts, density, depth, k, p) * 2.0 ** -(k // d)
-            mass = _mass(starts, density, depth, k, p)
+            leaf = cell_mass(starts, density, depth, k, p) * 2.0 ** -(k // d)
+            mass = cell_mass(starts, density, depth, k, p)
             assert k == max_depth or leaf <= threshold or mass < MIN_SPLIT_MASS  # a leaf
             if k:  # its parent was split
-                parent = _mass(starts, density, depth, k - 1, p >> 1)
+                parent = cell_mass(starts, density, depth, k - 1, p >> 1)
                 assert parent * 2.0 ** -((k - 1) // d) > threshold
                 assert parent >= MIN_SPLIT_MASS
         assert covered == pytest.approx(1.0)  # the leaves partition the cube

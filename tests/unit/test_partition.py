@@ -17,14 +17,7 @@ from dpsynth.online.partition import (
     guided_partition,
 )
 from dpsynth.tree import leaf_bounds, route
-
-
-def _mass(starts: np.ndarray, density: np.ndarray, depth: int, k: int, p: int) -> float:
-    """Guide mass of the cell (depth k, prefix p): the cumulative mass is piecewise linear."""
-    bounds = np.concatenate([starts, [1 << depth]])
-    cum = np.concatenate([[0.0], np.cumsum(density * np.diff(bounds))])
-    lo, hi = np.interp([p * 2.0 ** (depth - k), (p + 1) * 2.0 ** (depth - k)], bounds, cum)
-    return float(hi - lo)
+from tests.support.densities import cell_mass
 
 
 def _neighbours(k: int, p: int, d: int) -> list[int]:
@@ -63,15 +56,15 @@ def _halo_splits(starts: np.ndarray, density: np.ndarray, depth: int, threshold:
     the number of leaves below a cell that only the halo split."""
 
     def mass_rule(k: int, p: int) -> bool:
-        m = _mass(starts, density, depth, k, p)
+        m = cell_mass(starts, density, depth, k, p)
         return m >= MIN_SPLIT_MASS and m * 2.0 ** -(k // d) > threshold
 
     def halo(k: int, p: int, slack: float = 0.0) -> bool:
         """The halo rule; ``slack`` widens the ratio test by a relative margin (the test's
         masses are summed in another order: ties may round either way)."""
-        m = _mass(starts, density, depth, k, p)
-        return m >= HALO_MIN_MASS and any(
-            mass_rule(k, q) and _mass(starts, density, depth, k, q) >= HALO_RATIO * m * (1 + slack)
+        least = HALO_RATIO * cell_mass(starts, density, depth, k, p) * (1 + slack)
+        return cell_mass(starts, density, depth, k, p) >= HALO_MIN_MASS and any(
+            mass_rule(k, q) and cell_mass(starts, density, depth, k, q) >= least
             for q in _neighbours(k, p, d))
 
     depths, prefixes = guided_partition(starts, density, depth, threshold, d, max_depth)
