@@ -83,8 +83,9 @@ def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
     pooled = density_at(before[0], before[4], grid)  # the earlier parts' sum, in their order
     _add_parts(grid, starts, density, offsets, len(before[3]), pooled)
     end = np.int64(1) << np.int64(depth)
+    widths = np.diff(np.append(grid, end)).astype(np.float64)  # the grid's cells, once per release
     for _ in range(steps):
-        pooled = _em_step(grid, starts, density, offsets, end, pooled)
+        pooled = _em_step(grid, widths, starts, density, offsets, end, pooled)
     return grid, pooled
 
 
@@ -101,15 +102,12 @@ def _add_parts(grid: Counts, starts: Counts, density: Floats, offsets: Counts, f
 
 
 @njit(cache=True)
-def _em_step(grid: Counts, starts: Counts, density: Floats, offsets: Counts, end: np.int64,
-             pooled: Floats) -> Floats:
-    """:func:`em_density` on the union grid; part p is ``starts``/``density`` in
-    [offsets[p], offsets[p + 1]), its interval starts a sorted subset of ``grid``; ``pooled``
+def _em_step(grid: Counts, widths: Floats, starts: Counts, density: Floats, offsets: Counts,
+             end: np.int64, pooled: Floats) -> Floats:
+    """:func:`em_density` on the union grid (cell ``widths``); part p is ``starts``/``density``
+    in [offsets[p], offsets[p + 1]), its interval starts a sorted subset of ``grid``; ``pooled``
     the current estimate on the grid."""
     n = grid.size
-    widths = np.empty(n, np.float64)
-    for g in range(n):
-        widths[g] = (grid[g + 1] if g + 1 < n else end) - grid[g]
     cum = np.zeros(n + 1, np.float64)
     for g in range(n):
         cum[g + 1] = cum[g] + pooled[g] * widths[g]
