@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpsynth.tree import leaf_bounds, route
+
 
 def random_density(rng: np.random.Generator, depth: int) -> tuple[np.ndarray, np.ndarray]:
     """Up to 40 intervals at ``depth`` (the first at 0), densities over five decades, 30 % zero."""
@@ -36,3 +38,15 @@ def cell_mass(starts: np.ndarray, density: np.ndarray, depth: int, k: int, p: in
     cum = np.concatenate([[0.0], np.cumsum(density * np.diff(bounds))])
     lo, hi = np.interp([p * 2.0 ** (depth - k), (p + 1) * 2.0 ** (depth - k)], bounds, cum)
     return float(hi - lo)
+
+
+def face_neighbours_by_geometry(k: int, p: int, d: int, axis: int, step: int) -> int | None:
+    """The Morton prefix of the depth-k cell next to cell (k, p) along ``axis``, one cell up
+    (``step`` 1) or down (−1), or None at the cube's edge: found geometrically, by routing the
+    centre moved one side-length (independent of the bit arithmetic under test)."""
+    lo, hi = leaf_bounds(np.array([p], np.uint64), d=d, depth=k)
+    centre = (lo[0] + hi[0]) / 2
+    centre[axis] += step * (hi[0][axis] - lo[0][axis])
+    if not 0.0 < centre[axis] < 1.0:
+        return None
+    return int(route(centre[None, :], depth=k)[0])

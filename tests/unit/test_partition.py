@@ -16,23 +16,14 @@ from dpsynth.online.partition import (
     face_neighbour,
     guided_partition,
 )
-from dpsynth.tree import leaf_bounds, route
-from tests.support.densities import cell_mass
+from tests.support.densities import cell_mass, face_neighbours_by_geometry
 
 
 def _neighbours(k: int, p: int, d: int) -> list[int]:
-    """The face neighbours of cell (k, p), found geometrically: the cell one side-length away
-    along each axis, located by routing its centre (independent of the bit arithmetic)."""
-    lo, hi = leaf_bounds(np.array([p], np.uint64), d=d, depth=k)
-    centre, side = (lo[0] + hi[0]) / 2, hi[0] - lo[0]
-    out = []
-    for axis in range(d):
-        for step in (-1.0, 1.0):
-            moved = centre.copy()
-            moved[axis] += step * side[axis]
-            if 0.0 < moved[axis] < 1.0:
-                out.append(int(route(moved[None, :], depth=k)[0]))
-    return out
+    """The face neighbours of cell (k, p), found geometrically (tests/support/densities)."""
+    found = (face_neighbours_by_geometry(k, p, d, axis, step)
+             for axis in range(d) for step in (-1, 1))
+    return [other for other in found if other is not None]
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])

@@ -81,25 +81,28 @@ def guided_partition(starts: np.ndarray, density: np.ndarray, depth: int, thresh
                       max_depth, whole, HALO_RATIO, HALO_MIN_MASS)
 
 
+#: [d] → the 64-bit word with every d-th bit set, from bit 0 (the digits of one axis).
+_EVERY_DTH_BIT = np.array([0] + [sum(1 << k for k in range(0, 64, d)) for d in range(1, 65)],
+                          np.uint64)
+
+
 @njit(cache=True)
 def face_neighbour(prefix: np.uint64, depth: int, d: int, axis: int, step: int
                    ) -> tuple[np.uint64, bool]:
     """(the Morton prefix, whether it exists) of the depth-``depth`` cell next to ``prefix``
     along ``axis``, one cell up (``step`` 1) or down (−1): bit j of a prefix, most significant
     first, is a digit of coordinate j mod d (:mod:`dpsynth.tree`)."""
-    one = np.uint64(1)
-    index, bits = np.uint64(0), 0
-    for j in range(axis, depth, d):
-        index = (index << one) | ((prefix >> np.uint64(depth - 1 - j)) & one)
-        bits += 1
-    if (step < 0 and index == 0) or (step > 0 and index + one >= (one << np.uint64(bits))):
+    one, full = np.uint64(1), ~np.uint64(0)
+    if depth <= axis or d > 64:
         return prefix, False
-    other = index + one if step > 0 else index - one
-    for j in range(axis, depth, d):
-        bits -= 1
-        position = np.uint64(depth - 1 - j)
-        prefix = (prefix & ~(one << position)) | (((other >> np.uint64(bits)) & one) << position)
-    return prefix, True
+    digits = _EVERY_DTH_BIT[d] << np.uint64((depth - 1 - axis) % d)
+    mask = digits & (full >> np.uint64(64 - depth))  # the axis's digits among the prefix's
+    own = prefix & mask  # the axis's digits, in place
+    if (step > 0 and own == mask) or (step < 0 and own == 0):
+        return prefix, False
+    # ±1 on the masked digits: a carry or borrow runs through the other axes' bits, masked off
+    moved = ((own | ~mask) + one) & mask if step > 0 else (own - one) & mask
+    return (prefix & ~mask) | moved, True
 
 
 @njit(cache=True)
