@@ -42,16 +42,14 @@ TREND_TESTS = 40
 
 #: Known failures (docs/benchmarks-concentrated.md); strict, so a fix shows as XPASS and fails.
 KNOWN = {
-    ("city_in_country", "add_remove"): "x -0.0008, 0 of 16 keys: the city's edge lies on a "
-                                       "dyadic boundary and its records across it sit in "
-                                       "coarse cells (§15-§16); PHDStream and offline PMM "
-                                       "fail this test too (§17)",
-    ("multiscale-100", "replace"): "y +0.0037, 15 of 16 keys: the floors drop the far "
-                                   "clusters (24-38 records each, 2-9 per step), which no "
-                                   "summary sees above its floor (§13); offline PMM fails "
-                                   "this test too, with twice the bias (§17)",
+    ("multiscale-100", "replace"): "x -0.0060 (1 of 16 keys), y +0.0039 (14 of 16): the "
+                                   "floors drop the far clusters (24-38 records each, 2-9 "
+                                   "per step), which no summary sees above its floor (§13); "
+                                   "offline PMM fails this test too, with twice the bias (§17)",
 }
-# No longer rejected since the two EM steps (§15): city_in_country replacement, y +0.0003,
+# No longer rejected since the tilted coarse cells (§19): city_in_country add/remove, x −0.0005,
+# 2 of 16 keys positive (was −0.0008, 0 of 16: records across the city's dyadic edge sat at
+# coarse cells' centres). Since the two EM steps (§15): city_in_country replacement, y +0.0003,
 # 14 of 16 keys (was +0.0008, 15 of 16). Since the history-guided step partitions
 # (docs/benchmarks-concentrated.md §11): the multiscale-100 add/remove ε = 1 rise at
 # t = 8000 → 10⁴ (+25 % → +11 %). Since the whole squares (§12): Gowalla add/remove, y −0.0024

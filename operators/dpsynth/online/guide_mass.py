@@ -18,11 +18,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from dpsynth._types import Points
+from dpsynth._types import Counts, Points
+
+#: Morton interval starts or widths, as floats (guides) or integers (a release's grid).
+Codes = Points | Counts
 
 
 @njit(cache=True)
-def cumulative_mass(starts: Points, density: Points, widths: Points) -> Points:
+def cumulative_mass(starts: Codes, density: Points, widths: Codes) -> Points:
     """The guide's mass before each interval: [0, m_0, m_0 + m_1, …]."""
     cum = np.zeros(starts.size + 1, np.float64)
     for i in range(starts.size):
@@ -31,7 +34,7 @@ def cumulative_mass(starts: Points, density: Points, widths: Points) -> Points:
 
 
 @njit(cache=True)
-def index_at(starts: Points, x: float, hint: int) -> int:
+def index_at(starts: Codes, x: float | np.int64, hint: int) -> int:
     """The interval holding ``x``: the largest i with starts[i] ≤ x, 0 if none; found from
     ``hint`` outwards (exponential, then binary search), whatever the hint."""
     n = starts.size
@@ -59,8 +62,8 @@ def index_at(starts: Points, x: float, hint: int) -> int:
 
 
 @njit(cache=True)
-def mass_between(starts: Points, density: Points, cum: Points, lo: float, hi: float,
-                 hint: int) -> tuple[float, int]:
+def mass_between(starts: Codes, density: Points, cum: Points, lo: float | np.int64,
+                 hi: float | np.int64, hint: int) -> tuple[float, int]:
     """(the guide's mass in [lo, hi), the interval holding ``lo``: the next query's hint)."""
     i = index_at(starts, lo, hint)
     j = index_at(starts, hi, i)

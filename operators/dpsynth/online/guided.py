@@ -50,7 +50,9 @@ is how a block's records are summarised while it is open and when it closes:
   the pooled noisy sizes under add/remove), summed, then every leaf's mass is spread inside the leaf
   like that sum, and again like the result (two steps of the EM algorithm for a common density,
   :data:`~dpsynth.online.em.EM_STEPS`: fine structure seen by one summary sharpens the others'
-  coarse leaves), and rounded by systematic sampling.
+  coarse leaves); a coarse cell between a sparser and a denser face neighbour then leans toward
+  the denser one (:mod:`~dpsynth.online.tilt`: records across a cell edge from a city no longer
+  sit at the cell's centre), and the result is rounded by systematic sampling.
 
 Privacy (docs/privacy.md P16): under add/remove one record changes one leaf count of each
 summary that contains it — its block's and one node per level — and the open block's size
@@ -84,6 +86,7 @@ from dpsynth.online.refinement import refined_partition
 from dpsynth.online.rounding import block_intervals, mass_depth, union_grid
 from dpsynth.online.steps import StepMechanism, block_of
 from dpsynth.online.summary import Summary
+from dpsynth.online.tilt import tilted_density
 
 #: A node of level l holds 8^l steps.
 TIME_FANOUT_BITS = 3
@@ -283,6 +286,7 @@ class GuidedMechanism(StepMechanism):
         closed = self._closed_parts(depth) if self.blocks else None
         parts = [self._intervals(s, depth) for s in cover]
         starts, density = em_density(parts, depth, closed, scale)  # EM steps (docstring)
+        starts, density = tilted_density(starts, density, depth, self.d)  # coarse cells lean
         widths = np.diff(np.concatenate([starts, [1 << depth]]))
         return self._rounded(starts, widths, density, depth, total, placement_seed)
 
