@@ -30,7 +30,7 @@ from numba import njit
 from dpsynth._types import Counts
 from dpsynth.online.guide_mass import cumulative_mass, index_at, mass_between
 from dpsynth.online.partition import face_neighbour
-from dpsynth.online.rounding import Floats
+from dpsynth.online.rounding import Floats, _interval_of
 
 #: Morton bits of the sub-cells of a tilted cell: ``TILT_BITS // d`` levels per axis (64 sub-cells
 #: at d = 1, 2 and 3), fewer where the cell is narrower (fewer levels left bias of the city edge
@@ -49,7 +49,7 @@ TILT_LEVEL_RATES = np.array([1.0, 3.0])
 #: profile is noise. At 10⁻³ the city's edge cells drop out (§19).
 TILT_MIN_WEIGHT = 1e-4
 #: Depth of the raster of search hints for the neighbours' intervals (4096 cells, built per
-#: release in one pass).
+#: release in one merged pass, :func:`~dpsynth.online.rounding.interval_of`).
 RASTER_DEPTH = 12
 
 
@@ -64,7 +64,7 @@ def tilted_density(starts: np.ndarray, density: np.ndarray, depth: int, d: int
     if TILT_BITS // d == 0 or starts.size < 2:
         return starts, density
     levels, rates = _tilts(starts, density, depth, d, TILT_BITS // d, np.log(TILT_MAX_RATIO),
-                           TILT_LEVEL_RATES, TILT_MIN_WEIGHT)
+                           TILT_LEVEL_RATES, TILT_MIN_WEIGHT, min(depth, RASTER_DEPTH))
     if not levels.any():
         return starts, density
     return _cut(starts, density, depth, d, levels, rates, _slab_table(d, TILT_BITS // d))
@@ -80,25 +80,12 @@ def _log2(width: np.int64) -> np.int64:
 
 
 @njit(cache=True)
-def _raster(starts: Counts, depth: int, coarse: int) -> Counts:
-    """For each cell of depth ``coarse``: the interval holding its first code."""
-    out = np.empty(np.int64(1) << coarse, np.int64)
-    j = 0
-    for cell in range(out.size):
-        code = np.int64(cell) << (depth - coarse)
-        while j + 1 < starts.size and starts[j + 1] <= code:
-            j += 1
-        out[cell] = j
-    return out
-
-
-@njit(cache=True)
 def _neighbour_density(starts: Counts, density: Floats, cum: Floats, raster: Counts,
                        below: int, prefix: np.uint64, shift: np.int64, depth: int, d: int,
                        axis: int, step: int) -> float:
     """The mean density of the cell next to cell ``prefix`` (of width 2^``shift``) along
-    ``axis``, or −1 where there is none (the cube's edge); ``raster``: :func:`_raster` of
-    codes shifted right by ``below``."""
+    ``axis``, or −1 where there is none (the cube's edge); ``raster[c >> below]``: an
+    interval at or before the one holding code c."""
     width = np.int64(1) << shift
     other, exists = face_neighbour(prefix, int(depth - shift), d, axis, step)
     if not exists:
@@ -113,7 +100,7 @@ def _neighbour_density(starts: Counts, density: Floats, cum: Floats, raster: Cou
 
 @njit(cache=True)
 def _tilts(starts: Counts, density: Floats, depth: int, d: int, most: int, cap: float,
-           level_rates: Floats, least_weight: float) -> tuple[Counts, Floats]:
+           level_rates: Floats, least_weight: float, coarse: int) -> tuple[Counts, Floats]:
     """Per interval: sub-cell levels per axis (0: left as it is) and λ per axis — ½ ln(ρ_upper /
     ρ_lower), capped, where the cell's density lies strictly between its face neighbours'
     (same-size cells) along the axis, else 0."""
@@ -124,8 +111,8 @@ def _tilts(starts: Counts, density: Floats, depth: int, d: int, most: int, cap: 
     widths[-1] = end - starts[-1]
     cum = cumulative_mass(starts, density, widths)
     least = least_weight * cum[n]  # a cell's mass × ℓ∞ side must be at least this
-    coarse = min(depth, RASTER_DEPTH)
-    raster = _raster(starts, depth, coarse)  # where each coarse cell's codes begin: search hints
+    below = depth - coarse  # search hints: the interval where each depth-``coarse`` cell begins
+    raster = _interval_of(starts, np.arange(np.int64(1) << coarse) << below)
     levels = np.zeros(n, np.int64)
     rates = np.zeros((n, d))
     for i in range(n):
@@ -139,12 +126,12 @@ def _tilts(starts: Counts, density: Floats, depth: int, d: int, most: int, cap: 
         prefix = np.uint64(starts[i] >> shift)
         steepest = 0.0
         for axis in range(d):
-            lower = _neighbour_density(starts, density, cum, raster, depth - coarse, prefix,
-                                       shift, depth, d, axis, -1)
+            lower = _neighbour_density(starts, density, cum, raster, below, prefix, shift,
+                                       depth, d, axis, -1)
             if lower < 0 or lower == density[i]:
                 continue  # the cube's edge or a flat run: no tilt along this axis
-            upper = _neighbour_density(starts, density, cum, raster, depth - coarse, prefix,
-                                       shift, depth, d, axis, 1)
+            upper = _neighbour_density(starts, density, cum, raster, below, prefix, shift,
+                                       depth, d, axis, 1)
             if upper >= 0 and (lower - density[i]) * (density[i] - upper) > 0:
                 ratio = np.log(max(upper, 1e-300)) - np.log(max(lower, 1e-300))
                 rates[i, axis] = min(max(0.5 * ratio, -cap), cap)
