@@ -44,21 +44,16 @@ TREND_TESTS = 40
 
 #: Known failures (docs/benchmarks-concentrated.md); strict, so a fix shows as XPASS and fails.
 KNOWN = {
-    ("multiscale-100", "replace", 4000): "x -0.0060 (1 of 16 keys), y +0.0039 (14 of 16): the "
-                                         "floors drop the far clusters (24-38 records each, "
-                                         "2-9 per step), which no summary sees above its floor "
-                                         "(§13); offline PMM fails this test too, with twice "
-                                         "the bias (§17). Passes at 2·10⁴",
-    ("city_in_country", "replace", 20000): "x -0.0007, 0 of 16 keys: phantom mass over the "
-                                           "empty country (0.5 % of the release at x < 0.86, "
-                                           "where the data have none), not the city's edge "
-                                           "(§19); offline PMM has x -0.002 here (§17)",
-    ("city_in_country", "add_remove", 20000): "x -0.0004, 0 of 16 keys: phantom mass over the "
-                                              "empty country (0.3 %), as under replacement",
-    ("gowalla", "add_remove", 20000): "y -0.0010, 1 of 16 keys: phantom leaves below the "
-                                      "records in this box (§4a)",
+    ("city_in_country", "replace", 20000): "x -0.0007, 0 of 16 keys: phantom mass far out in the "
+                                           "empty country (28 records, 63 % of the offset) and "
+                                           "the coarse cells left of the city's edge (§20); "
+                                           "offline PMM has x -0.002 here (§17)",
+    ("city_in_country", "add_remove", 20000): "x -0.0004, 0 of 16 keys: as under replacement",
 }
-# No longer rejected since the tilted coarse cells (§19): city_in_country add/remove at t = 4000,
+# No longer rejected since the dropped leaves' mass is placed locally (§20): multiscale-100
+# under replacement at t = 4000 (x −0.0060, 1 of 16 keys, y +0.0039, 14 of 16: the far clusters
+# the floors drop) and Gowalla under add/remove at 2·10⁴ (y −0.0010, 1 of 16: phantom leaves).
+# Since the tilted coarse cells (§19): city_in_country add/remove at t = 4000,
 # x −0.0005, 2 of 16 keys positive (was −0.0008, 0 of 16: records across the city's dyadic edge
 # sat at coarse cells' centres); at 2·10⁴ it is still rejected (above). Since the two EM steps
 # (§15): city_in_country replacement, y +0.0003,

@@ -20,6 +20,7 @@ from dpsynth.online.guided import (
     GuidedMechanism,
     node_levels,
 )
+from dpsynth.online.local_mass import locally_placed
 from dpsynth.online.mechanism import resolve_mechanism
 from dpsynth.online.node_reuse import unfloored_counts
 from dpsynth.online.partition import MIN_SPLIT_MASS, guided_partition, split_threshold
@@ -279,6 +280,21 @@ def test_a_closing_block_reuses_its_time_nodes_measurements() -> None:
         assert block.scale is not None
         ratios.append(error ** 2 / (block.leaves * discrete_laplace_variance(block.scale)))
     assert np.mean(ratios) < 0.6
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_a_release_reads_closed_blocks_with_their_dropped_mass_placed_locally_for_d2(
+        d: int) -> None:
+    """d ≥ 2: the closed blocks' stacked intervals (the release's and the history's) are
+    block_intervals of locally_placed blocks (dpsynth.online.local_mass); d = 1: as released."""
+    mech = _run(_stream(700, d=d), "replace", epsilon=0.5)._mechanism
+    depth = max(mass_depth(b) for b in mech.blocks)
+    read = [locally_placed(b) if d >= 2 else b for b in mech.blocks]
+    assert any((b.counts <= b.floor).any() for b in mech.blocks)  # something was dropped
+    stacked = mech._closed_parts(depth)
+    want = [block_intervals(b, depth) for b in read]
+    assert np.array_equal(stacked[1], np.concatenate([st for st, _ in want]))
+    assert np.allclose(stacked[2], np.concatenate([dn for _, dn in want]))
 
 
 def test_partitions_adapt_to_where_the_records_are() -> None:

@@ -47,12 +47,15 @@ is how a block's records are summarised while it is open and when it closes:
   expected no record, so that pure noise keeps about half a leaf per summary
   (:mod:`dpsynth.online.floors`: the phantom mass of empty leaves was the coarse part of the
   error and a bias toward the centre on concentrated streams) — and scaled to its size (public;
-  the pooled noisy sizes under add/remove), summed, then every leaf's mass is spread inside the leaf
-  like that sum, and again like the result (two steps of the EM algorithm for a common density,
-  :data:`~dpsynth.online.em.EM_STEPS`: fine structure seen by one summary sharpens the others'
-  coarse leaves); a coarse cell between a sparser and a denser face neighbour then leans toward
-  the denser one (:mod:`~dpsynth.online.tilt`: records across a cell edge from a city no longer
-  sit at the cell's centre), and the result is rounded by systematic sampling.
+  the pooled noisy sizes under add/remove) — a closed block for d ≥ 2 after its dropped leaves'
+  noisy counts went to the kept leaves nearest to them (:mod:`~dpsynth.online.local_mass`:
+  thin regions keep their mass, phantoms lose some) — summed, then every leaf's mass is spread
+  inside the leaf like that sum, and again like the result (two steps of the EM algorithm for
+  a common density, :data:`~dpsynth.online.em.EM_STEPS`: fine structure seen by one summary
+  sharpens the others' coarse leaves); a coarse cell between a sparser and a denser face
+  neighbour then leans toward the denser one (:mod:`~dpsynth.online.tilt`: records across a
+  cell edge from a city no longer sit at the cell's centre), and the result is rounded by
+  systematic sampling.
 
 Privacy (docs/privacy.md P16): under add/remove one record changes one leaf count of each
 summary that contains it — its block's and one node per level — and the open block's size
@@ -79,6 +82,7 @@ from dpsynth.online.floors import (
     guide_expects_empty,
     self_empty,
 )
+from dpsynth.online.local_mass import locally_placed
 from dpsynth.online.node_reuse import combined_counts
 from dpsynth.online.partition import SPLIT_THRESHOLD, guided_partition, split_threshold
 from dpsynth.online.privtree import noisy_leaf_counts
@@ -323,7 +327,7 @@ class GuidedMechanism(StepMechanism):
         at a block's end)."""
         if depth not in self._closed_cache:
             self._closed_cache[depth] = stacked_parts(
-                [self._intervals(blk, depth) for blk in self.blocks])
+                [self._closed_intervals(blk, depth) for blk in self.blocks])
         return self._closed_cache[depth]
 
     def _forget_derived(self) -> None:
@@ -349,6 +353,15 @@ class GuidedMechanism(StepMechanism):
     def _intervals(summary: Summary, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """:func:`block_intervals` of a released summary at ``depth`` (cached)."""
         return summary.derived(depth, lambda: block_intervals(summary, depth))
+
+    def _closed_intervals(self, summary: Summary, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """A closed block as a release and the steps' history read it: for d ≥ 2 with its
+        dropped leaves' noisy mass placed locally (:mod:`~dpsynth.online.local_mass`), else as
+        :meth:`_intervals` (cached)."""
+        if self.d < 2:
+            return self._intervals(summary, depth)
+        return summary.derived(("release", depth),
+                               lambda: block_intervals(locally_placed(summary), depth))
 
     # -- state ---------------------------------------------------------------------------------
 
