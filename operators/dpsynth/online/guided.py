@@ -360,7 +360,7 @@ class GuidedMechanism(StepMechanism):
         :meth:`_intervals` (cached)."""
         if self.d < 2:
             return self._intervals(summary, depth)
-        return summary.derived(("release", depth),
+        return summary.derived(("local", depth),
                                lambda: block_intervals(locally_placed(summary), depth))
 
     # -- state ---------------------------------------------------------------------------------
