@@ -78,7 +78,10 @@ def _online(x: np.ndarray, job: Job) -> dict[int, np.ndarray]:
     return out
 
 
-def _releases(x: np.ndarray, job: Job) -> dict[int, np.ndarray]:
+def releases(x: np.ndarray, job: Job) -> dict[int, np.ndarray]:
+    """The points ``job``'s method releases at each of its t (offline PMM on each prefix; the
+    references' conventions: PMM's ``size_hint = t`` and PHDStream's sensitivity 1 under
+    add/remove, none and 2 under replacement)."""
     if job.method == "pmm":
         return {t: pmm_synthesize(x[:t], job.epsilon, _key(job.key, "pmm"),
                                   neighbours=job.neighbours,
@@ -107,7 +110,7 @@ def run_job(job: Job) -> list[dict[str, Any]]:
     sizes = tuple(t for t in job.sizes if t <= len(x))
     job = Job(**{**asdict(job), "sizes": sizes})
     began = time.perf_counter()
-    released = _releases(x, job)
+    released = releases(x, job)
     seconds = time.perf_counter() - began
     rows = []
     for t, y in sorted(released.items()):
