@@ -31,6 +31,9 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
 ``mutation``
     the mutation check of the privacy core (docs/privacy.md P14): every overspending mutant
     of every shipped mechanism must fail a test aimed at its draw;
+``draws``
+    the table of every keyed draw × path × mechanism with its scale tests and its mutant
+    (docs/privacy.md P14 "Every draw, every path");
 ``points``
     the materialised points (points_format arrow) against the compact release: bytes,
     records and seconds per release ("Materialised points");
@@ -413,6 +416,16 @@ def mutation(only: tuple[str, ...], markdown_path: Path | None) -> None:
     if survived:
         print(f"SURVIVED: {survived}", file=sys.stderr)
         sys.exit(1)
+
+
+@main.command(name="draws")
+def draws() -> None:
+    """The registry of keyed draws (benchmarks/draws.py) as the Markdown table of
+    docs/privacy.md P14: each draw × path × mechanism, its scale tests (at which ε) and the
+    mutant that overspends it."""
+    from benchmarks.draws import markdown
+
+    print(markdown())
 
 
 if __name__ == "__main__":

@@ -86,6 +86,20 @@ def _quarter_decisions(params: Any) -> Any:
     return replace(params, scale_units=params.scale_units / 4)
 
 
+def _rare_descent(params: Any) -> bool:
+    """Whether a PrivTree with these parameters draws its decisions as rare outcomes (the
+    product's public rule, a function of λ only: docs/privacy.md P10)."""
+    from dpsynth.noise import effective_scale
+    from dpsynth.online.privtree import RARE_MAX_SCALE
+
+    return bool(effective_scale(params.scale_units) <= RARE_MAX_SCALE)
+
+
+#: ``Argument.only`` predicates: the decisions of one descent (P10's dense or rare path).
+DENSE_DESCENT = (lambda params: not _rare_descent(params), "λ > 1 record (dense descent)")
+RARE_DESCENT = (_rare_descent, "λ ≤ 1 record (rare-outcome descent)")
+
+
 def _counts_times_four(result: tuple[Any, Any, float], arguments: dict[str, Any]) -> Any:
     """A refined summary's count budget × 4 (None: not refined, nothing changed)."""
     depths, prefixes, counts_eps = result
@@ -146,10 +160,16 @@ def _mutants() -> tuple[Mutant, ...]:
                  lambda level_epsilon, _: lambda r: 4 * level_epsilon(r), "× 4"),
           (PAPER,)),
         # -- adaptive: PrivTree blocks and step summaries ------------------------------------
-        m("PrivTree decision noise × ¼ (adaptive blocks and step summaries)",
+        m("PrivTree decision noise × ¼ (adaptive, dense descent: λ > 1 record)",
           "adaptive: PrivTree decisions",
-          Argument(privtree_counts, "params", _quarter_decisions, "λ × ¼", when=("adaptive",)),
+          Argument(privtree_counts, "params", _quarter_decisions, "λ × ¼", when=("adaptive",),
+                   only=DENSE_DESCENT),
           (P10_SCALE, P10)),
+        m("PrivTree decision noise × ¼ (adaptive, rare-outcome descent: λ ≤ 1 record)",
+          "adaptive: PrivTree decisions",
+          Argument(privtree_counts, "params", _quarter_decisions, "λ × ¼", when=("adaptive",),
+                   only=RARE_DESCENT),
+          (P10_SCALE,)),
         m("PrivTree rare-outcome decisions at ¼ of the decision scale (λ ≤ 1 record)",
           "PrivTree: nearly certain decisions (P2c)",
           Argument("dpsynth.online.privtree_descent:_run", "params", _quarter_decisions,
@@ -160,8 +180,10 @@ def _mutants() -> tuple[Mutant, ...]:
           Argument(f"{blocks}:privtree_histogram", "structure", four, "× 4",
                    when=("block",)),
           (P10_SCALE, P10 + "[block-add_remove]", P10 + "[block-replace]")),
-        m("PrivTree leaf noise × ¼ (block summaries)", "adaptive: PrivTree counts",
-          Draws(("adaptive", "block", "leaf")), (P9,)),
+        m("PrivTree leaf noise × ¼ (block summaries, dense form)", "adaptive: PrivTree counts",
+          Draws(("adaptive", "block", "leaf"), form="dense"), (P9,)),
+        m("PrivTree leaf noise × ¼ (block summaries, sparse form)", "adaptive: PrivTree counts",
+          Draws(("adaptive", "block", "leaf"), form="sparse"), (P9,)),
         m("PrivTree leaf count budget × 4 (block summaries)", "adaptive: PrivTree counts",
           Argument(f"{blocks}:privtree_histogram", "counts", four, "× 4", when=("block",)),
           (P9,)),
@@ -171,8 +193,10 @@ def _mutants() -> tuple[Mutant, ...]:
         m("step summary count budget × 4", "adaptive: step summaries",
           Argument(f"{blocks}:privtree_histogram", "counts", four, "× 4", when=("step",)),
           (P9,)),
-        m("step summary leaf noise × ¼", "adaptive: step summaries",
-          Draws(("step", "leaf")), (P9,)),
+        m("step summary leaf noise × ¼ (dense form)", "adaptive: step summaries",
+          Draws(("step", "leaf"), form="dense"), (P9,)),
+        m("step summary leaf noise × ¼ (sparse form)", "adaptive: step summaries",
+          Draws(("step", "leaf"), form="sparse"), (P9,)),
         m("adaptive open-block size noise × ¼", "adaptive: block sizes",
           Draws(("adaptive", "size")),
           (P9 + "[adaptive-add_remove]",)),
@@ -180,22 +204,26 @@ def _mutants() -> tuple[Mutant, ...]:
           Budget(f"{blocks}:AdaptiveMechanism._open_size", "size"),
           (P9 + "[adaptive-add_remove]",)),
         # -- guided, the default ---------------------------------------------------------------
-        m("guided block leaf noise × ¼", "guided: block histograms",
-          Draws(("guided", "block", "leaf")), (P16, P16_LEAF)),
+        m("guided block leaf noise × ¼ (dense form)", "guided: block histograms",
+          Draws(("guided", "block", "leaf"), form="dense"), (P16, P16_LEAF)),
+        m("guided block leaf noise × ¼ (sparse form)", "guided: block histograms",
+          Draws(("guided", "block", "leaf"), form="sparse"), (P16, P16_SPARSE, P16_REFINED)),
         m("guided block budget (ε_top) × 4", "guided: block histograms",
           Budget(f"{guided}._summarise_block", "counts"), (P16, P16_LEAF)),
-        m("guided node leaf noise × ¼", "guided: time-node histograms",
-          Draws(("guided", "node", "leaf")), (P16, P16_LEAF)),
+        m("guided node leaf noise × ¼ (dense form)", "guided: time-node histograms",
+          Draws(("guided", "node", "leaf"), form="dense"), (P16, P16_LEAF)),
+        m("guided node leaf noise × ¼ (sparse form)", "guided: time-node histograms",
+          Draws(("guided", "node", "leaf"), form="sparse"), (P16, P16_SPARSE, P16_REFINED)),
         m("guided node budget (ε_o) × 4", "guided: time-node histograms",
           Budget(f"{guided}._summarise_node", "steps"), (P16, P16_LEAF)),
-        m("guided leaf noise × ¼ where it is sparse (ε_h ≳ 2.1)", "guided: leaf noise, sparse form",
-          Draws(("guided", "leaf"), sparse_only=True), (P16_SPARSE, P16_REFINED)),
         m("guided open-block size noise × ¼", "guided: block sizes",
           Draws(("guided", "size")), (P16,)),
         m("guided open-block size budget (ε_n) × 4", "guided: block sizes",
           Budget(f"{guided}._open_size", "size"), (P16,)),
-        m("guided refinement decision noise × ¼", "guided: paid refinement decisions",
-          Argument(privtree_counts, "params", _quarter_decisions, "λ × ¼", when=("guided",)),
+        m("guided refinement decision noise × ¼ (rare-outcome descent: λ ≤ 1 record)",
+          "guided: paid refinement decisions",
+          Argument(privtree_counts, "params", _quarter_decisions, "λ × ¼", when=("guided",),
+                   only=RARE_DESCENT),
           (P16_REFINED,)),
         m("guided refinement decision budget (ε_s) × 4", "guided: paid refinement decisions",
           Argument("dpsynth.online.refinement:privtree_params", "epsilon", four, "× 4"),

@@ -102,22 +102,24 @@ def _install(target: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any
 @dataclass(frozen=True)
 class Draws:
     """Every Lap_Z draw at an address holding ``labels`` in order, its scale × ``factor``
-    (``sparse_only``: only the draws made in the sparse form, P2c)."""
+    (``form``: only the draws made in the dense form, ``discrete_laplace_at``, or only those
+    made in the sparse form, ``discrete_laplace_nonzero``, P2c; None: both)."""
 
     labels: tuple[Any, ...]
     factor: float = 0.25
-    sparse_only: bool = False
+    form: str | None = None
 
     def describe(self) -> str:
         """For the table."""
-        form = " (sparse form)" if self.sparse_only else ""
+        form = f" ({self.form} form)" if self.form else ""
         return f"draws at {'…'.join(map(str, self.labels))}{form}: scale × {self.factor:g}"
 
     def apply(self) -> None:
         """Every KeyedNoise made from now on draws through the mutated method."""
         from dpsynth.noise import KeyedNoise
 
-        labels, factor, made, dense = self.labels, self.factor, {}, not self.sparse_only
+        labels, factor, made = self.labels, self.factor, {}
+        dense, sparse = self.form in (None, "dense"), self.form in (None, "sparse")
 
         def draw(noise, scale, context, streams, events):  # type: ignore[no-untyped-def]
             if dense and holds(context, labels):
@@ -126,7 +128,7 @@ class Draws:
             return super(type(noise), noise).discrete_laplace_at(scale, context, streams, events)
 
         def draw_nonzero(noise, scale, context, size):  # type: ignore[no-untyped-def]
-            if holds(context, labels):  # the sparse form of the same draws (P2c)
+            if sparse and holds(context, labels):  # the sparse form of the same draws (P2c)
                 _hit()
                 scale = scale * factor
             return super(type(noise), noise).discrete_laplace_nonzero(scale, context, size)
@@ -144,7 +146,8 @@ class Draws:
 @dataclass(frozen=True)
 class Argument:
     """``target``'s argument ``name`` replaced by ``change(value)``; with ``when``, only
-    in calls whose argument ``context`` holds those labels."""
+    in calls whose argument ``context`` holds those labels; with ``only`` (a predicate on the
+    argument's value and its description), only where it holds."""
 
     target: str
     name: str
@@ -153,10 +156,12 @@ class Argument:
     when: tuple[Any, ...] | None = None
     context: str = "context"
     everywhere: bool = False
+    only: tuple[Callable[[Any], bool], str] | None = None
 
     def describe(self) -> str:
         """For the table."""
         where = f" when {self.context} holds {'…'.join(map(str, self.when))}" if self.when else ""
+        where += f" and {self.only[1]}" if self.only else ""
         return f"`{self.target}` argument {self.name} {self.label}{where}"
 
     def apply(self) -> None:
@@ -170,7 +175,8 @@ class Argument:
                 bound = signature.bind(*args, **kwargs)
                 context = bound.arguments.get(self.context)
                 if self.name in bound.arguments and (
-                        self.when is None or holds(context, self.when)):
+                        self.when is None or holds(context, self.when)) and (
+                        self.only is None or self.only[0](bound.arguments[self.name])):
                     _hit()
                     bound.arguments[self.name] = self.change(bound.arguments[self.name])
                 return original(*bound.args, **bound.kwargs)

@@ -43,7 +43,7 @@ from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.selection import exponential_mechanism
 from dpsynth.tabular.synthesizer import TabularSynthesizer
-from tests.support.spies import after, decisions, draws
+from tests.support.spies import after, decisions, draws, expected_form
 
 __all__ = ["decisions", "draws"]  # fixtures
 
@@ -75,23 +75,30 @@ def test_documented_shares_are_the_code_shares() -> None:
         assert b.structure + b.counts == pytest.approx(pmm * EPSILON)
 
 
+@pytest.mark.parametrize("epsilon", [0.1, EPSILON, 8.0, 100.0, 1e4])  # both paths (P2c)
 @pytest.mark.parametrize("schedule,notion", sorted(SHARES))
-def test_P9_block_noise_scales_fit_the_documented_shares(draws, schedule, notion) -> None:
+def test_P9_block_noise_scales_fit_the_documented_shares(draws, schedule, notion,
+                                                         epsilon) -> None:
     """Leaf counts of blocks (Lap_Z(1/ε_c)), step summaries (Lap_Z(1/(0.7 ε_o))) and open-block
     sizes (Binary Mechanism, a step in b + 1 nodes): each component's loss for one record, from
-    the scales drawn, within its share."""
+    the scales drawn, within its share — at ε from 0.1 to 10⁴, so on both paths of the leaf
+    noise (dense, and sparse from ε_c ≈ 1.95: P2c), each leaf kind seen on the path the public
+    rule gives at its share (benchmarks/draws.py)."""
     share = SHARES[(schedule, notion)]
-    synth = OnlineSynthesizer(2, EPSILON, KEY, 20, schedule, 8, neighbours=notion)
+    synth = OnlineSynthesizer(2, epsilon, KEY, 20, schedule, 8, neighbours=notion)
     points = np.random.default_rng(5).random((15 * 40, 2))  # public test data
     for step in range(15):  # blocks 0-3 close (steps 1, 3, 7, 15); step summaries between
         synth.add(points[step * 40:(step + 1) * 40])
         synth.step()
     loss: dict[tuple, float] = defaultdict(float)
-    for scale, context, _ in draws:
+    forms: dict[str, set[str]] = defaultdict(set)
+    for (scale, context, _), form in zip(draws, draws.forms, strict=True):
         if "leaf" in context and "block" in context:
             loss["leaves", after(context, "block")] += 1 / scale  # one leaf per record
+            forms["leaves"].add(form)
         elif "leaf" in context and "step" in context:
             loss["steps", after(context, "step")] += 1 / scale
+            forms["steps"].add(form)
         elif "size" in context:  # heights b + 1: one node per height holds the step
             b = int(after(context, "size"))
             loss["size", b] = max(loss["size", b], (b + 1) / scale)
@@ -103,7 +110,9 @@ def test_P9_block_noise_scales_fit_the_documented_shares(draws, schedule, notion
     allowed = {"size": share["size"], "steps": share["steps"] * (1 - STEP_DECISIONS),
                "leaves": share["leaves"]}
     for (kind, _), value in per_block.items():
-        assert value <= allowed[kind] * EPSILON * TOLERANCE, (kind, value, allowed[kind])
+        assert value <= allowed[kind] * epsilon * TOLERANCE, (kind, value, allowed[kind])
+    for kind in ("leaves", "steps"):  # the leaf noise's own ε is its share: 1/scale
+        assert forms[kind] == {expected_form(allowed[kind] * epsilon)}, (kind, forms)
 
 
 def _leaf_frequency(schedule: str, notion: str, epsilon: float, records: int, step: int,
@@ -146,14 +155,15 @@ def test_P10_one_split_decision_costs_at_most_the_decision_share(which, notion) 
     assert ratio_bound(empty, one, runs, 1e-6) <= allowed, (empty, one, allowed)
 
 
-@pytest.mark.parametrize("epsilon", [EPSILON, 1e4])  # 10⁴: nonzero-only decision noise (P2c)
+@pytest.mark.parametrize("epsilon", [0.1, EPSILON, 8.0, 100.0, 1e4])  # both descents (P10)
 @pytest.mark.parametrize("notion", ["add_remove", "replace"])
 def test_P10_decision_noise_of_every_tree_fits_its_share(decisions, notion, epsilon) -> None:
     """Every PrivTree of a real adaptive run (block and step summaries, any depth): its root
     decides between 0 and 1 record with loss exactly 1/λ (the leaf probabilities' ratio
     p^−GRID, P10), so 1/λ ≤ ε_s is necessary for the whole tree to cost ε_s — ε_s from the
-    documented shares, computed here. Deterministic (no false alarm); a 4× smaller λ gives
-    about 1.7 ε_s."""
+    documented shares, computed here. At ε from 0.1 to 10⁴, so through both descents: each
+    tree is drawn by the rare-outcome descent exactly where λ ≤ 1 record (P10). Deterministic
+    (no false alarm); a 4× smaller λ gives about 1.7 ε_s."""
     share = SHARES[("adaptive", notion)]
     synth = OnlineSynthesizer(2, epsilon, KEY, 20, "adaptive", 8, neighbours=notion)
     points = np.random.default_rng(5).random((8 * 40, 2))  # public test data
@@ -161,25 +171,27 @@ def test_P10_decision_noise_of_every_tree_fits_its_share(decisions, notion, epsi
         synth.add(points[step * 40:(step + 1) * 40])
         synth.step()
     kinds = set()
-    for lam, context in decisions:
+    for (lam, context), form in zip(decisions, decisions.forms, strict=True):
         kind = "block" if "block" in context else "step"
         kinds.add(kind)
         allowed = share["decisions"] if kind == "block" else share["steps"] * STEP_DECISIONS
         assert 1 / lam <= allowed * epsilon * TOLERANCE, (context, 1 / lam, allowed)
+        assert form == ("descent: rare" if lam <= 1 else "descent: dense"), (context, lam)
     assert kinds == {"block", "step"}
 
 
-def test_P5_paper_level_counters_spend_their_scheduled_epsilon(draws) -> None:
+@pytest.mark.parametrize("epsilon", [0.1, EPSILON, 10.0])  # paper runs up to ε = 10
+def test_P5_paper_level_counters_spend_their_scheduled_epsilon(draws, epsilon) -> None:
     """HVZ Alg 1 (``paper``): per cell depth j and time level r, the level counters' threshold
     noise (1/scale, the sparse vector's share: P3), Binary Mechanism (a segment in L nodes)
     and end-of-level count (1/scale) together within ε_{j,r} of the schedule the accounting
-    checked (P1, P5): the budget handed to the counters is the one accounted. Deterministic:
-    no false alarm."""
-    d, every = 2, 20
-    synth = OnlineSynthesizer(d, EPSILON, KEY, every, "paper", 6)
+    checked (P1, P5): the budget handed to the counters is the one accounted. At the smallest,
+    the default and the largest ε it runs at. Deterministic: no false alarm."""
+    d, every = 2, 40  # at ε = 0.1 a segment closes (its Binary Mechanism draws) under KEY
+    synth = OnlineSynthesizer(d, epsilon, KEY, every, "paper", 6)
     synth.extend(np.random.default_rng(4).random((3000, d)))
-    schedule = paper_schedule(d, EPSILON)
-    clock = TickClock(epsilon=EPSILON, release_every=every)
+    schedule = paper_schedule(d, epsilon)
+    clock = TickClock(epsilon=epsilon, release_every=every)
     spent: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
     for scale, context, _ in draws:
         j, r, kind = int(after(context, "cells")), int(after(context, "level")), context[-1]
@@ -194,31 +206,38 @@ def test_P5_paper_level_counters_spend_their_scheduled_epsilon(draws) -> None:
 # -- offline PMM (P7) --------------------------------------------------------------------------
 
 
+#: The offline and tabular draws have one path each: they are checked at the smallest, the
+#: default and the largest ε (benchmarks/draws.py).
+EXTREMES = [0.1, EPSILON, 1e4]
+
+
+@pytest.mark.parametrize("epsilon", EXTREMES)
 @pytest.mark.parametrize("notion,hint", [("add_remove", None), ("add_remove", 300),
                                          ("replace", None)])
-def test_P7_pmm_draws_spend_at_most_epsilon(draws, notion, hint) -> None:
+def test_P7_pmm_draws_spend_at_most_epsilon(draws, notion, hint, epsilon) -> None:
     """One record changes one cell per level (two under replacement): Σ_j c/σ_j plus the noisy
     size (add/remove without a public hint) within ε."""
     points = np.random.default_rng(7).random((300, 2))
-    pmm_leaves(points, EPSILON, KEY, neighbours=notion, size_hint=hint)
+    pmm_leaves(points, epsilon, KEY, neighbours=notion, size_hint=hint)
     cells_changed = 2 if notion == "replace" else 1
     levels = {ctx: 1 / scale for scale, ctx, _ in draws if "level" in ctx}
     size = sum(1 / scale for scale, ctx, _ in draws if ctx[-1] == "size")
     assert levels and (size > 0) == (notion == "add_remove" and hint is None)
-    assert cells_changed * sum(levels.values()) + size <= EPSILON * TOLERANCE
+    assert cells_changed * sum(levels.values()) + size <= epsilon * TOLERANCE
 
 
+@pytest.mark.parametrize("epsilon", EXTREMES)
 @pytest.mark.parametrize("notion", ["add_remove", "replace"])
-def test_P7b_psmm_draws_spend_at_most_epsilon(draws, notion) -> None:
+def test_P7b_psmm_draws_spend_at_most_epsilon(draws, notion, epsilon) -> None:
     """PSMM: one record changes one cell by one (two cells under replacement): c/σ plus the
     noisy size (add/remove) within ε. Deterministic: no false alarm."""
     points = np.random.default_rng(7).random((300, 2))
-    psmm_measure(points, EPSILON, KEY, neighbours=notion)
+    psmm_measure(points, epsilon, KEY, neighbours=notion)
     cells = [1 / scale for scale, ctx, _ in draws if "cell" in ctx]
     size = sum(1 / scale for scale, ctx, _ in draws if ctx[-1] == "size")
     assert cells and (size > 0) == (notion == "add_remove")
     changed = 2 if notion == "replace" else 1
-    assert changed * max(cells) + size <= EPSILON * TOLERANCE
+    assert changed * max(cells) + size <= epsilon * TOLERANCE
 
 
 #: docs/privacy.md P7b: a real query is released as g·(⌊q/g⌋ + Z) + g/2, g = Δ/1024, so ⌊q/g⌋
@@ -226,13 +245,14 @@ def test_P7b_psmm_draws_spend_at_most_epsilon(draws, notion) -> None:
 GRID_SENSITIVITY = 1025
 
 
-def test_P7b_lowdim_draws_spend_at_most_epsilon(draws) -> None:
+@pytest.mark.parametrize("epsilon", EXTREMES)
+def test_P7b_lowdim_draws_spend_at_most_epsilon(draws, epsilon) -> None:
     """lowdim (Alg 5, replacement): the covariance and the mean each within ε/3 — every
     released entry an integer query of sensitivity 1025 (P7b), loss Σ 1025/s — and the
     synthesis on the projected points (PMM or PSMM under replacement: two cells per level, or
     two cells) within ε/3. Deterministic: no false alarm."""
     points = np.random.default_rng(8).random((600, 3))
-    lowdim_release(points, EPSILON, KEY, 2, neighbours="replace")
+    lowdim_release(points, epsilon, KEY, 2, neighbours="replace")
     spent: dict[str, float] = defaultdict(float)
     for scale, context, n in draws:
         part = context[1]  # ("lowdim", "cov" | "mean" | "pmm" | "psmm", ...)
@@ -243,7 +263,7 @@ def test_P7b_lowdim_draws_spend_at_most_epsilon(draws) -> None:
         else:  # PSMM: two cells
             spent[part] = max(spent[part], 2 / scale)
     assert {"cov", "mean"} <= set(spent) and len(spent) == 3, spent
-    assert all(v <= EPSILON / 3 * TOLERANCE for v in spent.values()), spent
+    assert all(v <= epsilon / 3 * TOLERANCE for v in spent.values()), spent
 
 
 # -- tabular (P12) -----------------------------------------------------------------------------
@@ -253,11 +273,12 @@ DOMAIN = Domain.from_dict({"version": 1, "attributes": [
     {"name": "a", "size": 3}, {"name": "b", "size": 3}, {"name": "c", "size": 2}]})
 
 
+@pytest.mark.parametrize("epsilon", EXTREMES)
 @pytest.mark.parametrize("notion", ["add_remove", "replace"])
 @pytest.mark.parametrize("mechanism,selection", [("proposed", "cyclic"), ("proposed", "em"),
                                                  ("baseline", "em")])
 def test_P12_tabular_measurements_and_size_fit_the_split(draws, monkeypatch, mechanism,
-                                                         selection, notion) -> None:
+                                                         selection, notion, epsilon) -> None:
     """ε_n = 0.1ε for the size (add/remove); with the EM, (ε − ε_n)/(2k) per selection and per
     measurement; with the public cyclic schedule (issue 17) no selection draws anything and
     each measurement gets (ε − ε_n)/k; every sensitivity doubled under replacement
@@ -272,11 +293,11 @@ def test_P12_tabular_measurements_and_size_fit_the_split(draws, monkeypatch, mec
 
     monkeypatch.setattr("dpsynth.tabular.synthesizer.exponential_mechanism", em_spy)
     k, s = 3, (2.0 if notion == "replace" else 1.0)
-    size_eps = 0.1 * EPSILON if notion == "add_remove" else 0.0
+    size_eps = 0.1 * epsilon if notion == "add_remove" else 0.0
     public = mechanism == "proposed" and selection == "cyclic"
-    per_query = (EPSILON - size_eps) / (2 * k)
-    per_measure = (EPSILON - size_eps) / k if public else per_query
-    synth = TabularSynthesizer(DOMAIN, EPSILON, KEY, release_every=20, mechanism=mechanism,
+    per_query = (epsilon - size_eps) / (2 * k)
+    per_measure = (epsilon - size_eps) / k if public else per_query
+    synth = TabularSynthesizer(DOMAIN, epsilon, KEY, release_every=20, mechanism=mechanism,
                                workloads_per_step=k, neighbours=notion, selection=selection)
     codes = np.random.default_rng(8).integers(0, 2, (100, 3))
     for step in range(5):

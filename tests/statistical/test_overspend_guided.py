@@ -20,10 +20,11 @@ from scipy import stats
 
 from dpsynth.online import refinement
 from dpsynth.online.guided import GuidedMechanism
+from dpsynth.online.privtree import NONZERO_SHARE
 from dpsynth.online.summary import Summary
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.tree import route
-from tests.support.spies import after, decisions, draws
+from tests.support.spies import after, decisions, draws, expected_form
 
 __all__ = ["decisions", "draws"]  # fixtures
 
@@ -87,50 +88,72 @@ def _summary_of(context: tuple) -> tuple:
     return "block", after(context, "block")
 
 
-@pytest.mark.parametrize("notion", ["add_remove", "replace"])
-def test_P16_guided_noise_scales_fit_the_documented_shares(draws, notion) -> None:
-    """The default mechanism at ε = 1 over 24 steps (blocks 0-3 closed, block 4 open with
-    level-0 and level-1 time nodes): one record's loss per block, from every scale drawn —
-    the size counter's b + 1 heights, one leaf of its block's histogram, one leaf of one node
-    per level — each within its documented share and all within ε (group of two under
-    replacement). Deterministic: no false alarm; a scale × ¼ or a share × 4 exceeds it."""
-    share, allowed = GUIDED_SHARES[notion], _guided_allowed(notion, EPSILON)
-    _guided_run(notion, EPSILON, 24, 40)
-    loss: dict[tuple, float] = defaultdict(float)
+def _size_loss(draws, notion: str, epsilon: float) -> dict[int, float]:  # type: ignore[no-untyped-def]
+    """The open-block size counter's loss per block b (a step lies in one node of each of its
+    b + 1 heights), each checked within ε_n = the documented size share (add/remove only)."""
+    loss: dict[int, float] = defaultdict(float)
     for scale, context, _ in draws:
-        assert "guided" in context and "split" not in context  # below REFINE_FROM
-        if "size" in context:  # heights b + 1: one node per height holds the step
+        if "size" in context:
             b = int(after(context, "size"))
-            loss["size", b] = max(loss["size", b], (b + 1) / scale)
-        else:  # one leaf per histogram; of a level's nodes, the record lies in one
+            loss[b] = max(loss[b], (b + 1) / scale)
+    assert bool(loss) == (notion == "add_remove"), loss
+    limit = GUIDED_SHARES[notion]["size"] * epsilon
+    assert all(value <= limit * TOLERANCE for value in loss.values()), (loss, limit)
+    return loss
+
+
+@pytest.mark.parametrize("epsilon", [0.1, EPSILON, 8.0])  # below REFINE_FROM: both leaf paths
+@pytest.mark.parametrize("notion", ["add_remove", "replace"])
+def test_P16_guided_noise_scales_fit_the_documented_shares(draws, notion, epsilon) -> None:
+    """The default mechanism over 24 steps (blocks 0-3 closed, block 4 open with level-0 and
+    level-1 time nodes) at ε from 0.1 to 8 (every summary below REFINE_FROM): one record's loss
+    per block, from every scale drawn — the size counter's b + 1 heights, one leaf of its
+    block's histogram, one leaf of one node per level — each within its documented share and
+    all within ε (group of two under replacement); each histogram's leaf noise drawn on the
+    path the public rule gives at its ε (dense, or sparse where P(Lap_Z ≠ 0) ≤ ¼: P2c).
+    Deterministic: no false alarm; a scale × ¼ or a share × 4 exceeds it."""
+    share, allowed = GUIDED_SHARES[notion], _guided_allowed(notion, epsilon)
+    _guided_run(notion, epsilon, 24, 40)
+    loss: dict[tuple, float] = defaultdict(float)
+    for key, value in _size_loss(draws, notion, epsilon).items():
+        loss["size", key] = value
+    for (scale, context, _), form in zip(draws, draws.forms, strict=True):
+        assert "guided" in context and "split" not in context  # below REFINE_FROM
+        if "size" not in context:  # one leaf per histogram; of a level's nodes, in one
             key = _summary_of(context)
             loss[key] = max(loss[key], share["changes"] / scale)
+            assert form == expected_form(allowed[key]), (key, form, allowed[key])
     assert {k[0] for k in loss} == ({"size", "block", "node"} if notion == "add_remove"
                                     else {"block", "node"})
     assert ("node", 4, 1) in loss and ("block", 3) in loss  # every kind of summary was drawn
     per_block: dict[int, float] = defaultdict(float)
     for key, value in loss.items():
-        limit = share["size"] * EPSILON if key[0] == "size" else share["changes"] * allowed[key]
+        limit = share["size"] * epsilon if key[0] == "size" else share["changes"] * allowed[key]
         assert value <= limit * TOLERANCE, (key, value, limit)
         per_block[int(key[1])] += value
-    assert all(v <= EPSILON * TOLERANCE for v in per_block.values()), per_block
+    assert all(v <= epsilon * TOLERANCE for v in per_block.values()), per_block
 
 
-@pytest.mark.parametrize("notion,epsilon", [("add_remove", 100.0), ("replace", 200.0)])
+@pytest.mark.parametrize("notion,epsilon", [("add_remove", 100.0), ("replace", 200.0),
+                                            ("add_remove", 1e4), ("replace", 1e4)])
 def test_P16_refined_summaries_spend_their_epsilon_on_decisions_and_counts(
         draws, decisions, notion, epsilon) -> None:
-    """At a per-record ε where every summary's own ε_h is at least REFINE_FROM, each summary
-    draws a PrivTree at its "split" address and then its leaf counts: the tree's root decision
-    costs 1/λ (necessary for the tree's ε_s, P10) ≤ ε_s = ½ ε_h, the counts 1/scale ≤ ε_h − ε_s
-    (documented shares, computed here). Deterministic: no false alarm."""
+    """At a per-record ε where every summary's own ε_h is at least REFINE_FROM, up to 10⁴, each
+    summary draws a PrivTree at its "split" address (rare-outcome descent: λ ≤ 1 record) and
+    then its leaf counts (sparse form): the tree's root decision costs 1/λ (necessary for the
+    tree's ε_s, P10) ≤ ε_s = ½ ε_h, the counts 1/scale ≤ ε_h − ε_s, the open-block sizes within
+    ε_n (documented shares, computed here). Deterministic: no false alarm."""
     assert refinement.REFINE_FROM == REFINE_FROM and refinement.REFINE_SHARE == REFINE_SHARE
     allowed = _guided_allowed(notion, epsilon)
     _guided_run(notion, epsilon, 8, 30)  # blocks 0-2 and their 7 nodes, block 3 with 1 node
     trees = {context[:-1]: 1 / lam for lam, context in decisions}  # per summary: its address
+    assert set(decisions.forms) == {"descent: rare"}
+    _size_loss(draws, notion, epsilon)
     counts: dict[tuple, float] = defaultdict(float)
-    for scale, context, _ in draws:
+    for (scale, context, _), form in zip(draws, draws.forms, strict=True):
         if context[-1] == "leaf":
             counts[context[:-1]] = max(counts[context[:-1]], 1 / scale)
+            assert form == "sparse", (context, form)
     assert set(counts) == set(trees) and len(trees) == 10  # every summary was refined
     for summary, decision in trees.items():
         epsilon_h = allowed[_summary_of(summary)]
@@ -162,15 +185,13 @@ def test_P16_guided_leaf_noise_is_as_frequent_as_its_scale() -> None:
         assert int((z == 0).sum()) < _zeros_bound(z.size, p_zero), (kind, (z == 0).mean())
 
 
-def test_P16_sparse_leaf_noise_is_as_frequent_as_its_scale() -> None:
+@pytest.mark.parametrize("epsilon", [8.0])
+def test_P16_sparse_leaf_noise_is_as_frequent_as_its_scale(epsilon) -> None:
     """At ε = 8 every leaf count is noised by the sparse sampler (P2c: P(Lap_Z ≠ 0) ≤ ¼ at
     ε_h = 2.88 and 4.32): the released noise of the block histograms (b = 1-3) and level-0 nodes
     of 6 keys is nonzero with probability π = 2p/(1 + p), p = e^−ε_h; too few nonzero leaves
     (too little noise) fails: one-sided exact binomial, false alarm ≤ 1e-6 per kind. At ¼ of
     the scale π falls 10⁴-fold."""
-    from dpsynth.online.privtree import NONZERO_SHARE
-
-    epsilon = 8.0
     share = GUIDED_SHARES["add_remove"]
     noise = _guided_leaf_noise(epsilon)
     for kind, eps_h in (("block", share["top"] * epsilon), ("node", share["nodes"] * epsilon)):
