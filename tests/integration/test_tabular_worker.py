@@ -13,7 +13,6 @@ records (``DPSYNTH_TICK_SECONDS=0``).
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import signal
 import time
@@ -21,9 +20,11 @@ import time
 import numpy as np
 import pytest
 
-from dpsynth.stream.codecs import decode_dead_letter
+from dpsynth.keys import NoiseKey
+from dpsynth.stream.codecs import dead_letter_digest, decode_dead_letter
 from dpsynth.tabular.domain import Domain
 from dpsynth.testing.kafka import (
+    TEST_KEY_HEX,
     WorkerProcess,
     committed_offsets,
     create_topics,
@@ -53,6 +54,7 @@ pytestmark = pytest.mark.kafka
 
 DOMAIN = Domain.from_dict(SMALL_DOMAIN)
 RELEASE_EVERY = 500
+KEY = NoiseKey.from_hex(TEST_KEY_HEX, "test")  # the workers' key: matches dead letters
 PER_MESSAGE = 90  # not a divisor of RELEASE_EVERY: batches end mid-step
 
 
@@ -126,7 +128,7 @@ def test_two_partitions_equal_the_embedded_synthesizer_and_bad_records_are_dead_
     assert sorted(d["offset"] for d in dead) == sorted(reasons)
     for letter in dead:
         assert reasons[letter["offset"]] in letter["reason"]
-        assert letter["sha256"] == hashlib.sha256(stream0[letter["offset"]][1]).hexdigest()
+        assert letter["hmac_sha256"] == dead_letter_digest(stream0[letter["offset"]][1], KEY)
         assert "ultraviolet" not in letter["reason"] and "17" not in letter["reason"]
     assert "ultraviolet" not in worker.log_path.read_text()
 

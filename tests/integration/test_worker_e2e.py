@@ -8,15 +8,16 @@ only (``DPSYNTH_TICK_SECONDS=0``): markers are tested in test_worker_ticks, _cra
 
 from __future__ import annotations
 
-import hashlib
 import time
 
 import numpy as np
 import pytest
 
 from dpsynth.client.consumer import ReleaseConsumer
-from dpsynth.stream.codecs import decode_dead_letter
+from dpsynth.keys import NoiseKey
+from dpsynth.stream.codecs import dead_letter_digest, decode_dead_letter
 from dpsynth.testing.kafka import (
+    TEST_KEY_HEX,
     WorkerProcess,
     create_topics,
     encode_records,
@@ -32,6 +33,7 @@ from tests.support.embedded import check_against_embedded, embedded_release_reco
 pytestmark = pytest.mark.kafka
 
 RELEASE_EVERY = 1000
+KEY = NoiseKey.from_hex(TEST_KEY_HEX, "test")  # the workers' key: matches dead letters
 
 
 def _expected(points: np.ndarray, partition: int = 0, max_depth: int = 12,
@@ -147,7 +149,7 @@ def test_bad_input_goes_to_the_dead_letter_topic_and_is_not_counted(kafka_bootst
     assert sorted(d["offset"] for d in dead) == sorted(expected_reasons)
     for letter in dead:
         assert expected_reasons[letter["offset"]] in letter["reason"]
-        assert letter["sha256"] == hashlib.sha256(messages[letter["offset"]]).hexdigest()
+        assert letter["hmac_sha256"] == dead_letter_digest(messages[letter["offset"]], KEY)
         assert letter["partition"] == 0 and letter["topic"] == topics.input
         assert str(secret) not in letter["reason"]
     mixed = next(d for d in dead if d["n_records"] == 2)

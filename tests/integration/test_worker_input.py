@@ -22,8 +22,10 @@ import msgpack
 import numpy as np
 import pytest
 
-from dpsynth.stream.codecs import decode_dead_letter
+from dpsynth.keys import NoiseKey
+from dpsynth.stream.codecs import dead_letter_digest, decode_dead_letter
 from dpsynth.testing.kafka import (
+    TEST_KEY_HEX,
     Topics,
     WorkerProcess,
     create_topics,
@@ -86,13 +88,21 @@ def _read_through(bootstrap: str, topics: Topics, tmp_path: Path, last: int) -> 
     return metrics
 
 
-def _check_letters(dead: list[dict], values: dict[int, bytes | None], topic: str) -> None:
-    for letter in dead:
+def _check_letters(records: list, values: dict[int, bytes | None], topic: str) -> None:
+    """Each letter names its message by the keyed digest the operator recomputes with the
+    run's key, and holds no unsalted SHA-256 of it (issue 44)."""
+    key = NoiseKey.from_hex(TEST_KEY_HEX, "test")
+    for record in records:
+        letter = decode_dead_letter(record.value)
         raw = values[letter["offset"]]
         assert letter["topic"] == topic and letter["partition"] == 0
         assert letter["length"] == (None if raw is None else len(raw))
+        assert letter["key_fingerprint"] == key.fingerprint
         if raw is not None:
-            assert letter["sha256"] == hashlib.sha256(raw).hexdigest()
+            assert letter["hmac_sha256"] == dead_letter_digest(raw, key)
+            plain = hashlib.sha256(raw)
+            assert plain.hexdigest().encode() not in record.value
+            assert plain.digest() not in record.value
         assert letter["prefix"] in (None, b"")  # the default: no payload bytes
 
 
@@ -115,11 +125,12 @@ def test_garbage_of_every_kind_is_dead_lettered_and_the_partition_moves_on(
     metrics = _read_through(kafka_bootstrap, topics, tmp_path, len(values) - 1)
     assert metrics["dpsynth_t"]["0"] == len(good)
     assert metrics["dpsynth_dead_lettered_messages_total"]["0"] == len(garbage)
-    dead = [decode_dead_letter(r.value) for r in read_topic(kafka_bootstrap, topics.dead_letter)]
+    records = read_topic(kafka_bootstrap, topics.dead_letter)
+    dead = [decode_dead_letter(r.value) for r in records]
     by_offset = {d["offset"]: d for d in dead}
     assert sorted(by_offset) == sorted(bad_offsets), "one dead letter per bad message"
-    _check_letters(dead, dict(enumerate(values)), topics.input)
-    assert all(len(r.value) < 70_000 for r in read_topic(kafka_bootstrap, topics.dead_letter))
+    _check_letters(records, dict(enumerate(values)), topics.input)
+    assert all(len(r.value) < 70_000 for r in records)
     assert by_offset[min(bad_offsets)]["reason"].startswith("message is not valid msgpack")
     expected = embedded_release_records(good, epsilon=1.0, release_every=1000, max_depth=12,
                                         run_id="test-run", partition=0)
@@ -174,7 +185,7 @@ def test_1_10_and_50_mb_messages_are_dead_lettered_and_the_partition_moves_on(
     assert all(len(r.value) < 70_000 for r in records)
     dead = [decode_dead_letter(r.value) for r in records]
     assert sorted(d["offset"] for d in dead) == [1, 3, 4]
-    _check_letters(dead, dict(enumerate(values)), topics.input)
+    _check_letters(records, dict(enumerate(values)), topics.input)
     by_offset = {d["offset"]: d for d in dead}
     assert by_offset[1]["n_rejects"] == MB // 30 and len(by_offset[1]["rejects"]) == 100
     assert "larger than" in by_offset[4]["reason"]

@@ -24,9 +24,10 @@ from dpsynth.client.recording import (
     RecordingWriter,
     TopicRecord,
 )
+from dpsynth.keys import NoiseKey
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import encode_release
-from dpsynth.stream.codecs import encode_dead_letter
+from dpsynth.stream.codecs import DeadLetterHasher, encode_dead_letter
 from dpsynth.stream.ticks import MARKER_KEY as WORKER_MARKER_KEY
 from dpsynth.stream.ticks import MarkerKey
 
@@ -175,8 +176,15 @@ def test_content_roles_run_ids_and_release_parameters() -> None:
     raw = [msgpack.packb({"x": 1.0}), msgpack.packb([{"x": 1.0}]), marker, b"\xc1garbage"]
     assert describe(raw) == ("raw", "run-w", None)
     dead = encode_dead_letter(value=b"\xc1", topic="t", partition=0, offset=3, timestamp_ms=0,
-                              rejects=[(-1, "not msgpack")], n_records=0)
+                              rejects=[(-1, "not msgpack")], n_records=0,
+                              hasher=DeadLetterHasher(NoiseKey(bytes(32))))
     assert describe([dead, dead]).role == "dead-letter"
+    # a topic keeps the letters written before an upgrade: format 2 (unsalted sha256) and 1
+    old = {"topic": "t", "partition": 0, "offset": 3, "reason": "r"}
+    for letter in ({"format": 2, **old, "length": 1, "sha256": "00" * 32},
+                   {"format": 1, **old, "raw": b"\xc1"}):
+        assert classify(msgpack.packb(letter)) == ("dead-letter", None)
+    assert classify(msgpack.packb({"format": 3, **old, "length": 1})) == ("raw", None)
     assert describe([b"plain text", None]).role == "other"
     assert describe(releases, role="raw", run_id="given") == ("raw", "given", None)
     assert classify(None) == ("other", None)

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import math
+import pickle
 
 import msgpack
 import numpy as np
 import pytest
 
+from dpsynth.keys import NoiseKey
+from dpsynth.noise.keyed import encode_context
 from dpsynth.schema import Column, Schema
 from dpsynth.stream.codecs import (
+    DEAD_LETTER_CONTEXT,
     MAX_REJECTS_LISTED,
+    DeadLetterHasher,
+    dead_letter_digest,
     dead_letter_key,
     decode_dead_letter,
     decode_event,
@@ -22,6 +29,8 @@ from dpsynth.stream.codecs import (
 
 SCHEMA = Schema((Column("x", 0, 10), Column("y", -1, 1)))
 SECRET = 31337.4242  # a distinctive value that must never show up in a reason
+KEY = bytes(range(32))  # a test key (not the demo key: the derivation must use the key given)
+HASHER = DeadLetterHasher(NoiseKey(KEY, source="test"))
 
 
 def pack(obj):
@@ -82,20 +91,68 @@ def test_an_empty_batch_has_no_points():
     assert result.points.shape == (0, 2) and not result.rejects
 
 
+def _subkey(key: bytes) -> bytes:
+    """The documented derivation: HMAC-SHA256(key, encode_context(DEAD_LETTER_CONTEXT))."""
+    return hmac.new(key, encode_context(DEAD_LETTER_CONTEXT), hashlib.sha256).digest()
+
+
+def _letter(value: bytes | None, hasher: DeadLetterHasher = HASHER, **kw) -> bytes:
+    args = {"topic": "raw", "partition": 2, "offset": 41, "timestamp_ms": 1700000000000,
+            "rejects": [(1, "field 'x' must be finite")], "n_records": 2} | kw
+    return encode_dead_letter(value=value, hasher=hasher, **args)
+
+
 def test_dead_letter_round_trip_names_the_message_without_its_value():
     raw = pack([{"x": 1, "y": 0}, {"x": math.inf, "y": 0}])
-    letter = encode_dead_letter(value=raw, topic="raw", partition=2, offset=41,
-                                timestamp_ms=1700000000000,
-                                rejects=[(1, "field 'x' must be finite")], n_records=2)
-    decoded = decode_dead_letter(letter)
+    decoded = decode_dead_letter(_letter(raw))
     assert decoded == {
-        "format": 2, "topic": "raw", "partition": 2, "offset": 41,
+        "format": 3, "topic": "raw", "partition": 2, "offset": 41,
         "timestamp_ms": 1700000000000, "reason": "field 'x' must be finite",
         "rejects": [[1, "field 'x' must be finite"]], "n_rejects": 1, "n_records": 2,
-        "length": len(raw), "sha256": hashlib.sha256(raw).hexdigest(), "prefix": b"",
+        "length": len(raw), "hmac_sha256": hmac.new(_subkey(KEY), raw, "sha256").hexdigest(),
+        "key_fingerprint": NoiseKey(KEY).fingerprint, "prefix": b"",
     }
-    with pytest.raises(ValueError, match="not a dpsynth dead-letter record"):
+    with pytest.raises(ValueError, match="not a dpsynth dead-letter record of format 2 or 3"):
         decode_dead_letter(pack({"format": 1, "raw": raw}))
+
+
+@pytest.mark.parametrize("raw", [pack({"x": 0.5}), pack({"x": 0}), b"\xc1", pack([])])
+def test_a_dead_letter_holds_no_unsalted_hash_nor_the_key_or_its_subkey(raw):
+    """Issue 44: a reader of the topic cannot test guesses of a short message against an
+    unsalted SHA-256, and no byte of the key or the subkey is written."""
+    letter = _letter(raw)
+    plain, subkey = hashlib.sha256(raw), _subkey(KEY)
+    for secret in (plain.hexdigest().encode(), plain.digest(), KEY, KEY.hex().encode(), subkey,
+                   subkey.hex().encode()):
+        assert secret not in letter
+    for text in (plain.hexdigest(), KEY.hex(), subkey.hex()):  # in any case, in any field
+        assert text.upper().encode() not in letter
+    assert set(decode_dead_letter(letter)) >= {"hmac_sha256", "key_fingerprint"}
+    assert "sha256" not in decode_dead_letter(letter)
+
+
+def test_the_keyed_digest_depends_on_the_key_and_the_operator_can_recompute_it(monkeypatch):
+    raw = pack({"x": 0.5})
+    other = DeadLetterHasher(NoiseKey(bytes(range(1, 33)), source="test"))
+    mine, theirs = decode_dead_letter(_letter(raw)), decode_dead_letter(_letter(raw, other))
+    assert mine["hmac_sha256"] != theirs["hmac_sha256"]
+    assert mine["key_fingerprint"] != theirs["key_fingerprint"]
+    assert mine["hmac_sha256"] == HASHER.digest(raw) == dead_letter_digest(raw, NoiseKey(KEY))
+    assert HASHER.digest(raw) != HASHER.digest(raw + b"\x00")
+    monkeypatch.setenv("DPSYNTH_NOISE_KEY", KEY.hex())  # the environment, as the worker reads it
+    monkeypatch.delenv("DPSYNTH_NOISE_KEY_FILE", raising=False)
+    assert dead_letter_digest(raw) == mine["hmac_sha256"]
+    assert "redacted" in repr(HASHER) and KEY.hex() not in repr(HASHER)
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(HASHER)
+
+
+def test_format_2_letters_still_decode():
+    """Lenient reading: a topic keeps the letters written before issue 44."""
+    old = {"format": 2, "topic": "raw", "partition": 0, "offset": 1, "timestamp_ms": None,
+           "reason": "r", "rejects": [[-1, "r"]], "n_rejects": 1, "n_records": 0, "length": 1,
+           "sha256": hashlib.sha256(b"\xc1").hexdigest(), "prefix": b""}
+    assert decode_dead_letter(pack(old)) == old
 
 
 @pytest.mark.parametrize("size", [0, 1, 2**20, 50 * 2**20])
@@ -104,7 +161,7 @@ def test_dead_letters_are_bounded_whatever_the_message(size):
     rejects = [(i, "field 'x' is missing " + "z" * 10_000) for i in range(100_000)]
     letter = encode_dead_letter(value=raw, topic="t" * 249, partition=0, offset=2**62,
                                 timestamp_ms=None, rejects=rejects, n_records=100_000,
-                                prefix_bytes=4096)
+                                hasher=HASHER, prefix_bytes=4096)
     assert len(letter) < 64 * 1024 + 4096
     decoded = decode_dead_letter(letter)
     assert decoded["length"] == size and decoded["prefix"] == raw[:4096]
@@ -112,10 +169,10 @@ def test_dead_letters_are_bounded_whatever_the_message(size):
 
 
 def test_a_tombstone_dead_letter_has_no_length_or_digest():
-    decoded = decode_dead_letter(encode_dead_letter(
-        value=None, topic="raw", partition=0, offset=1, timestamp_ms=None,
-        rejects=[(-1, "message has no value")], n_records=0, prefix_bytes=10))
-    assert decoded["length"] is None and decoded["sha256"] is None and decoded["prefix"] is None
+    decoded = decode_dead_letter(_letter(None, rejects=[(-1, "message has no value")],
+                                         n_records=0, prefix_bytes=10))
+    assert decoded["length"] is None and decoded["hmac_sha256"] is None
+    assert decoded["prefix"] is None
 
 
 def test_keys():

@@ -8,7 +8,6 @@ transaction, as Kafka would, with a replay of the input for a state behind that 
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 
 import numpy as np
@@ -17,7 +16,7 @@ import pytest
 pytest.importorskip("rocksdict")
 
 from dpsynth.errors import ConfigError  # noqa: E402
-from dpsynth.stream.codecs import decode_dead_letter  # noqa: E402
+from dpsynth.stream.codecs import dead_letter_digest, decode_dead_letter  # noqa: E402
 from dpsynth.stream.crash import CrashPoints  # noqa: E402
 from dpsynth.stream.processor import InputMessage, PartitionProcessor  # noqa: E402
 from dpsynth.stream.settings import load_config  # noqa: E402
@@ -196,7 +195,9 @@ def test_bad_records_are_dead_lettered_and_not_counted(config):
     assert letters[0]["rejects"][0][0] == -1
     assert letters[1]["rejects"] == [[0, "field 'y' is missing"]]
     assert letters[2]["reason"] == "field 'x' must be finite (NaN and ±inf are rejected)"
-    assert letters[1]["sha256"] == hashlib.sha256(values[2]).hexdigest()
+    assert letters[1]["hmac_sha256"] == dead_letter_digest(values[2], config.noise_key)
+    assert letters[1]["key_fingerprint"] == config.noise_key.fingerprint
+    assert "sha256" not in letters[1]  # no unsalted hash (issue 44)
     assert letters[1]["length"] == len(values[2]) and letters[1]["prefix"] == b""  # default 0
     assert proc.metrics.get("dead_lettered_records", 0) == 3
     proc.close()

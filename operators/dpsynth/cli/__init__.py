@@ -21,6 +21,9 @@ Layer: adapter (the core never imports it). Commands:
 ``dpsynth topics export --topic T [--out FILE]`` and ``dpsynth topics import FILE [--topic T]``
     A topic (synthetic, raw or dead-letter) to a recording file and back
     (:mod:`dpsynth.cli.topics_io`, ``schemas/recording.v1.json``).
+``dpsynth topics match-letter MESSAGE [--recording DEAD]``
+    The keyed digest a message's dead letter carries under the run's key, and the letters of a
+    recorded dead-letter topic that carry it (:mod:`dpsynth.cli.topics_letters`).
 ``dpsynth view --topic T [--schema S] | --folder OUT``
     A live, read-only page on 127.0.0.1 of a synthetic topic or a run's folder: heat maps of
     the latest releases in units, release sizes, privacy metadata (:mod:`dpsynth.cli.view`).
@@ -79,7 +82,8 @@ COMMANDS = {
     "worker": ("worker", "worker", "Run the Kafka worker: raw events in, DP releases out."),
     "produce": ("produce", "produce", "Send records to the raw-events topic as msgpack."),
     "consume": ("consume", "consume", "Reassemble releases from the synthetic topic."),
-    "topics": ("topics", "topics", "Create the worker's topics; export or import a recording."),
+    "topics": ("topics", "topics", "Create the worker's topics; export or import a recording; "
+               "match a dead letter."),
     "audit": ("audit", "audit", "Run entry points on neighbouring inputs; fail on any leak."),
     "view": ("view", "view", "A live, read-only web page of a synthetic topic or release "
              "folder."),

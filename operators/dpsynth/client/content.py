@@ -26,15 +26,19 @@ MARKER_KEY = "__dpsynth_tick__"
 VALUES = {
     "synthetic": "dpsynth release records, msgpack (schemas/release.v1.json)",
     "raw": "raw events, msgpack: a map or an array of maps; and dpsynth tick markers",
-    "dead-letter": "dpsynth dead letters, msgpack, format 2 (docs/operator.md)",
+    "dead-letter": "dpsynth dead letters, msgpack, format 3 (docs/operator.md)",
     "other": None,
 }
 _RELEASE_KINDS = frozenset(("header", "chunk", "end"))
 #: The keys every dead letter carries, by its ``format`` (1: the whole payload in ``raw``; 2, since
-#: issue 15: bounded, its length, digest and an optional prefix — dpsynth.stream.codecs).
+#: issue 15: bounded, its length, an unsalted SHA-256 and an optional prefix; 3, since issue 44:
+#: a keyed HMAC-SHA256 instead — dpsynth.stream.codecs). Older formats still classify: a topic
+#: keeps the letters written before an upgrade.
 _DEAD_LETTER_KEYS: dict[object, frozenset[str]] = {  # by the record's "format" (any value)
     1: frozenset(("format", "topic", "partition", "offset", "reason", "raw")),
     2: frozenset(("format", "topic", "partition", "offset", "reason", "length", "sha256")),
+    3: frozenset(("format", "topic", "partition", "offset", "reason", "length", "hmac_sha256",
+                  "key_fingerprint")),
 }
 #: Header metadata copied into a recording's ``release`` (public: every release carries them).
 _RELEASE_METADATA = ("epsilon", "neighbours", "schedule", "method", "key_fingerprint")

@@ -5,8 +5,11 @@ Layer: adapter. A raw event is one Kafka message whose value is msgpack: a map
 turns the bytes into a list of records or a reason; :func:`split_batch` checks the records of
 many messages against the schema at once (one vectorised call) and hands back, per message, the
 reasons of its invalid records. A message with any invalid record becomes one dead-letter record
-(:func:`encode_dead_letter`) of bounded size: where it came from, its length and digest, the
-reasons and at most a configured prefix of its bytes.
+(:func:`encode_dead_letter`) of bounded size: where it came from, its length and keyed digest,
+the reasons and at most a configured prefix of its bytes. The digest is an HMAC under a subkey
+of the run's noise key (:class:`DeadLetterHasher`): the operator, who holds the key, can match a
+message to its letter (:func:`dead_letter_digest`); a reader of the topic without the key cannot
+test guesses of a short message against it (docs/privacy.md, "What neither notion covers").
 
 Reasons name the field and the rule broken, never a value (STYLE §3.6): the dead-letter topic
 holds raw records and needs the protection of the raw-events topic, but logs and metrics do not.
@@ -19,7 +22,7 @@ holds raw records and needs the protection of the raw-events topic, but logs and
 
 from __future__ import annotations
 
-import hashlib
+import hmac
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +30,18 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from dpsynth.keys import NoiseKey, load_noise_key
 from dpsynth.schema import ClipReport, Schema
 
-#: Version of the dead-letter record layout (2: bounded, a digest and a prefix instead of the
-#: whole message).
-DEAD_LETTER_FORMAT = 2
+#: Version of the dead-letter record layout written (1: the whole message; 2, issue 15: bounded,
+#: a SHA-256 and a prefix instead of the whole message; 3, issue 44: a keyed HMAC-SHA256 instead
+#: of the unsalted SHA-256, and the key's fingerprint).
+DEAD_LETTER_FORMAT = 3
+#: Formats :func:`decode_dead_letter` reads: a topic written before issue 44 still decodes.
+DEAD_LETTER_FORMATS_READ = frozenset((2, DEAD_LETTER_FORMAT))
+#: Context of the subkey that keys dead letters' digests (never used for noise): the subkey is
+#: ``HMAC-SHA256(noise key, encode_context(DEAD_LETTER_CONTEXT))``, i.e. ``KeyedNoise.subkey``.
+DEAD_LETTER_CONTEXT = ("dpsynth", "dead-letter", "hmac-sha256", "v1")
 #: Rejected records listed in one dead letter (``n_rejects`` counts them all).
 MAX_REJECTS_LISTED = 100
 #: Characters of one listed reason.
@@ -143,6 +153,52 @@ def split_messages(values: Sequence[bytes | None], check: Checker,
     return BatchResult(rows, report, valid, rejects, counts)
 
 
+class DeadLetterHasher:
+    """Keyed digests of rejected messages: HMAC-SHA256 under a subkey of the run's noise key.
+
+    The subkey is the 32 bytes of ``KeyedNoise(key).subkey(DEAD_LETTER_CONTEXT)``, i.e.
+    ``HMAC-SHA256(key, encode_context(DEAD_LETTER_CONTEXT))``, derived like the noise's subkeys
+    (docs/privacy.md P2) and the user-id hash's (:mod:`dpsynth.bounding.ids`) under a context of
+    its own: neither the key nor the subkey is ever written, and a digest shows nothing of
+    either. Without the key a digest cannot be recomputed, so a reader of the dead-letter topic
+    cannot confirm a guessed message (DESIGN §3 "Bad input"; docs/privacy.md).
+
+    >>> hasher = DeadLetterHasher(NoiseKey(bytes(32), source="doc"))
+    >>> hasher, len(hasher.digest(b"\\x81\\xa1x\\x01"))
+    (DeadLetterHasher(key=<redacted>), 64)
+    """
+
+    __slots__ = ("__subkey", "key_fingerprint")
+
+    def __init__(self, key: NoiseKey) -> None:
+        from dpsynth.noise import KeyedNoise  # Numba only once a key is used, as in dpsynth.keys
+
+        words = KeyedNoise(key.reveal()).subkey(DEAD_LETTER_CONTEXT)
+        self.__subkey = words.astype("<u4").tobytes()  # the HMAC's 32 bytes, in order
+        #: the key's public fingerprint (published with every release), written in each letter
+        self.key_fingerprint = key.fingerprint
+
+    def __repr__(self) -> str:
+        return "DeadLetterHasher(key=<redacted>)"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a DeadLetterHasher holds a subkey of the noise key and cannot be pickled")
+
+    def digest(self, value: bytes) -> str:
+        """HMAC-SHA256 of the message's bytes under the subkey, 64 hex characters."""
+        return hmac.digest(self.__subkey, value, "sha256").hex()
+
+
+def dead_letter_digest(value: bytes, key: NoiseKey | None = None) -> str:
+    """The ``hmac_sha256`` that the dead letter of message ``value`` carries: how an operator
+    finds a message's letter (docs/operator.md, "Dead letters").
+
+    ``key``: the run's key; by default the environment's (``DPSYNTH_NOISE_KEY`` or
+    ``DPSYNTH_NOISE_KEY_FILE``, :func:`dpsynth.keys.load_noise_key`), as the worker reads it.
+    """
+    return DeadLetterHasher(load_noise_key() if key is None else key).digest(value)
+
+
 def encode_dead_letter(
     *,
     value: bytes | None,
@@ -152,20 +208,25 @@ def encode_dead_letter(
     timestamp_ms: int | None,
     rejects: Sequence[tuple[int, str]],
     n_records: int,
+    hasher: DeadLetterHasher,
     prefix_bytes: int = 0,
 ) -> bytes:
-    """One dead-letter record (msgpack map), ``format`` 2, of bounded size whatever the message.
+    """One dead-letter record (msgpack map), ``format`` 3, of bounded size whatever the message.
 
     Where the message came from (``topic``, ``partition``, ``offset``, ``timestamp_ms``), its
-    ``length`` in bytes (None for a tombstone) and ``sha256`` (hex) so an operator can find and
-    match it in the input topic, and ``prefix``: at most ``prefix_bytes`` of the payload
-    (``DPSYNTH_DEAD_LETTER_PREFIX_BYTES``, default 0: raw values are sensitive). ``rejects``
-    lists ``[record index, reason]`` (index −1: the whole message), at most
-    :data:`MAX_REJECTS_LISTED` of them, each reason cut to :data:`MAX_REASON_CHARS`;
-    ``n_rejects`` is their number and ``reason`` repeats the first so a human reading the topic
-    sees the problem at once. The valid records of the same message were counted; the rejected
-    ones were not. The bound (under 64 KiB + the prefix) keeps every dead letter far below any
-    producer's or topic's size limit, so dead-lettering can never stop a partition.
+    ``length`` in bytes and ``hmac_sha256`` (hex, :meth:`DeadLetterHasher.digest`; both None for
+    a tombstone) under the key of fingerprint ``key_fingerprint``, so the operator can match a
+    message to its letter, and ``prefix``: at most ``prefix_bytes`` of the payload
+    (``DPSYNTH_DEAD_LETTER_PREFIX_BYTES``, default 0: raw values are sensitive). No unsalted hash
+    of the message is written: one would let any reader of the topic test guesses of a short
+    message. ``length`` is exact, and for a short message narrows what it can be (docs/privacy.md):
+    the topic needs the raw topic's protection anyway. ``rejects`` lists ``[record index,
+    reason]`` (index −1: the whole message), at most :data:`MAX_REJECTS_LISTED` of them, each
+    reason cut to :data:`MAX_REASON_CHARS`; ``n_rejects`` is their number and ``reason``
+    repeats the first so a human reading the topic sees the problem at once. The valid records
+    of the same message were counted; the rejected ones were not. The bound (under 64 KiB + the
+    prefix) keeps every dead letter far below any producer's or topic's size limit, so
+    dead-lettering can never stop a partition.
     """
     listed = [[int(i), str(r)[:MAX_REASON_CHARS]] for i, r in rejects[:MAX_REJECTS_LISTED]]
     return msgpack.packb(
@@ -180,7 +241,8 @@ def encode_dead_letter(
             "n_rejects": len(rejects),
             "n_records": int(n_records),
             "length": None if value is None else len(value),
-            "sha256": None if value is None else hashlib.sha256(value).hexdigest(),
+            "hmac_sha256": None if value is None else hasher.digest(value),
+            "key_fingerprint": hasher.key_fingerprint,
             "prefix": None if value is None else bytes(value[:max(prefix_bytes, 0)]),
         },
         use_bin_type=True,
@@ -188,10 +250,16 @@ def encode_dead_letter(
 
 
 def decode_dead_letter(data: bytes) -> dict[str, Any]:
-    """Inverse of :func:`encode_dead_letter` (for operators' tools and tests)."""
+    """Inverse of :func:`encode_dead_letter` (for operators' tools and tests).
+
+    Reads format 3 and, leniently, format 2 (before issue 44: ``sha256``, an unsalted digest,
+    where format 3 has ``hmac_sha256`` and ``key_fingerprint``); anything else is a ValueError.
+    """
     out = msgpack.unpackb(data, raw=False)
-    if not isinstance(out, dict) or out.get("format") != DEAD_LETTER_FORMAT:
-        raise ValueError(f"not a dpsynth dead-letter record of format {DEAD_LETTER_FORMAT}")
+    if not isinstance(out, dict) or out.get("format") not in DEAD_LETTER_FORMATS_READ:
+        raise ValueError(f"not a dpsynth dead-letter record of format "
+                         f"{' or '.join(map(str, sorted(DEAD_LETTER_FORMATS_READ)))}; a record "
+                         "of the dead-letter topic was expected")
     return dict(out)
 
 

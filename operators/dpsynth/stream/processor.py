@@ -42,7 +42,12 @@ from collections.abc import Callable
 import numpy as np
 
 from dpsynth.stream.catchup import InputMessage, Replay, catch_up, from_state_topic
-from dpsynth.stream.codecs import dead_letter_key, encode_dead_letter, release_record_key
+from dpsynth.stream.codecs import (
+    DeadLetterHasher,
+    dead_letter_key,
+    encode_dead_letter,
+    release_record_key,
+)
 from dpsynth.stream.crash import CrashPoints
 from dpsynth.stream.engines import Engine, check_bound, open_engine, public_config
 from dpsynth.stream.metrics import Metrics
@@ -100,7 +105,9 @@ class PartitionProcessor:
         self.replay = replay
         self.progress = progress or (lambda: None)  # liveness: a long replay is not stuck
         self._public_config = public_config(config)
-        self._markers = MarkerKey(config.noise_key.reveal(), config.run_id)
+        key = config.noise_key  # read once: the property loads it
+        self._markers = MarkerKey(key.reveal(), config.run_id)
+        self._letters = DeadLetterHasher(key)  # keyed digests in dead letters (privacy)
         self.last_tick_ms = -1  # period of the last tick marker applied (in the state)
         started = time.perf_counter()
         self.synth, self.committed, latest_records = self._load()
@@ -244,7 +251,7 @@ class PartitionProcessor:
                 encode_dead_letter(
                     value=m.value, topic=config.input_topic, partition=p, offset=m.offset,
                     timestamp_ms=m.timestamp_ms, rejects=rejects,
-                    n_records=int(batch.records_per_message[index]),
+                    n_records=int(batch.records_per_message[index]), hasher=self._letters,
                     prefix_bytes=config.dead_letter_prefix_bytes,
                 ),
             )
