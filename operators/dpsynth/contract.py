@@ -73,7 +73,8 @@ class Synthesizer(Protocol[R]):
         """A public tick: end the step and release if due (:func:`tick_ends_step`)."""
 
     def snapshot(self, *, include_users: bool = True) -> bytes:
-        """The whole state (true counts: protect it as the raw data); no key material.
+        """The whole state (raw data: the open step's records at the tree's resolution, exact
+        counts; protect it as the raw events); no key material.
         ``include_users=False`` leaves out per-user counts stored apart (the worker's)."""
 
     def public_config(self) -> dict[str, Any]:

@@ -16,8 +16,8 @@ appended: a delta is about the size of what the step changed, not of the state
 snapshot; :func:`encode` / :func:`decode` put a delta on the wire with the SHA-256 digests of
 the snapshot it starts from and of the one it makes, so that a restore re-packs the result and
 refuses it unless it is, byte for byte, the snapshot that was committed
-(:func:`snapshot_digest`). Deltas hold true counts, like snapshots: they need the protection of
-the raw-events topic.
+(:func:`snapshot_digest`). Deltas hold raw data, like snapshots (the open step's records at the
+tree's resolution, exact counts): they need the protection of the raw-events topic.
 
 >>> import numpy as np
 >>> from dpsynth.state import pack_state, unpack_state

@@ -15,7 +15,8 @@ topics, and why the defaults are what they are (``docs/operator.md`` "Topics"):
 - **latest view** (``<synthetic>-latest``, or ``--latest-topic``): each input partition's
   newest release, compacted (:mod:`dpsynth.stream.topics`), one partition per raw-events
   partition; ``--no-latest-view`` leaves it out (set ``DPSYNTH_LATEST_VIEW=false`` then);
-- **state** (sensitive: true counts; ``--state-topic``, default ``$DPSYNTH_STATE_TOPIC`` or
+- **state** (sensitive: raw data, the open step's records at the tree's resolution and exact
+  counts; ``--state-topic``, default ``$DPSYNTH_STATE_TOPIC`` or
   ``<group id>-state`` as the worker names it): every partition's state commits, compacted,
   one partition per raw-events partition; ``--no-state-topic`` leaves it out (set
   ``DPSYNTH_CHANGELOG=false`` then);
@@ -204,7 +205,8 @@ def _wait_visible(admin: Any, names: list[str]) -> None:
 @click.option("--state-topic", default=lambda: os.environ.get("DPSYNTH_STATE_TOPIC") or "",
               show_default="$DPSYNTH_STATE_TOPIC, else GROUP-state (GROUP: $DPSYNTH_GROUP_ID, "
               "else dpsynth-$DPSYNTH_RUN_ID)",
-              help="The state topic (true counts: protect it like the raw events).")
+              help="The state topic (raw data: the open step's records at the tree's "
+                   "resolution, exact counts; protect it like the raw events).")
 @click.option("--no-state-topic", is_flag=True,
               help="No state topic (the worker then needs DPSYNTH_CHANGELOG=false).")
 @click.option("--output-retention-ms", type=int, default=7 * DAY_MS, show_default=True,

@@ -65,7 +65,8 @@ WORKER = [
     _w("changelog", "bool", "Also write every state commit (a delta, or a new base) to the "
        "compacted state topic, in the release transactions: a partition restores from it "
        "without local state, in time proportional to the state.", default=True,
-       privacy="The state topic holds true counts: protect it like the raw-events topic."),
+       privacy="The state topic holds raw data (the open step's records at the tree's "
+       "resolution, exact counts): protect it like the raw-events topic."),
     _w("state_topic", "text", "The state topic (unset: the consumer group id + -state).",
        default="", pattern=r"(|[A-Za-z0-9._-]{1,249})", rule=TOPIC_RULE),
     _w("engine", "choice", "points: records mapped by a schema to [0,1]^d; tabular: records "
@@ -86,7 +87,9 @@ WORKER = [
        "(0: read from the broker at start); bound to the state.", low=0, default=0),
     _w("user_cache_entries", "int", "privacy_unit user: users whose counts stay in memory "
        "between commits.", low=1, default=1 << 20),
-    _w("data_dir", "path", "The worker's state (RocksDB) and lock.", default="dpsynth-data"),
+    _w("data_dir", "path", "The worker's state (RocksDB) and lock.", default="dpsynth-data",
+       privacy="Holds raw data (the open step's records at the tree's resolution, exact "
+       "counts): protect it like the raw-events topic."),
     _w("state_dir", "text", "Where a noise key's binding to its input is recorded, "
        "keys/<key fingerprint>.json (unset: $XDG_STATE_HOME/dpsynth, else "
        "~/.local/state/dpsynth); keep it on a volume that outlives the run's data "

@@ -21,7 +21,9 @@ Records, all keyed ``run_id/partition/state/…``:
 value of each key — what compaction keeps, so a partially compacted topic gives the same), in
 time proportional to the state: the base, at most about as many bytes of deltas
 (:data:`~dpsynth.stream.statelog.REBASE_RATIO`), the users, plus what the log cleaner has not
-removed yet. The topic holds true counts: it needs the protection of the raw-events topic.
+removed yet. The topic holds raw data — the open step's records at the tree's resolution, exact
+counts, each user's exact count under its keyed hash: it needs the protection of the raw-events
+topic.
 """
 
 from __future__ import annotations

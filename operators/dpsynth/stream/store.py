@@ -37,7 +37,9 @@ deltas and checks the result's SHA-256 against the manifest (checked again by th
 synthesizer's restore), and raises :class:`~dpsynth.errors.StateCorruptError` with the
 operator's fix on any mismatch.
 
-The snapshot holds true counts: the data directory needs the protection of the raw-events topic.
+The snapshot and the user entries hold raw data — the open step's records at the tree's
+resolution, exact counts, each user's exact count under its keyed hash: the data directory needs
+the protection of the raw-events topic.
 
 >>> import tempfile
 >>> with tempfile.TemporaryDirectory() as tmp:

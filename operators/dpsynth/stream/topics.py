@@ -17,8 +17,8 @@ reader in the middle of the topic sees them.
 
 **The state topic** (:mod:`dpsynth.stream.changelog`): the same compaction settings, one
 partition per input partition (co-partitioned), ``max.message.bytes`` fitting a state record
-(:data:`~dpsynth.stream.changelog.PART_BYTES`). It holds true counts: protect it like the
-raw-events topic.
+(:data:`~dpsynth.stream.changelog.PART_BYTES`). It holds raw data (the open step's records at the
+tree's resolution, exact counts): protect it like the raw-events topic.
 """
 
 from __future__ import annotations
