@@ -14,13 +14,13 @@ files only HMACs under the key of what was read (the input's SHA-256 and the set
 tells nothing about the data to whoever lacks the key. The public demo key is exempt: it is
 not secret, its releases protect nothing.
 
-What is bound: for the commands (:func:`bind_key`), the input (the file's bytes, or the data
-set or generated stream, and which of its records are read: ``--limit``) and the settings
-that shape the releases (ε, mechanism, notion, steps, schema, bounds …), per key; for the
-worker, its input topic (:mod:`dpsynth.stream.runcheck`). What is not caught: a key used on
-another machine or with another state directory, a state directory deleted, a key used with
-the library directly. It guards against mistakes, not against an operator who means to reuse a
-key.
+What is bound: for the commands (:func:`bind_key`), the input (the bytes read from its file,
+pipe or FIFO, or the data set or generated stream, and which of its records are read:
+``--limit``) and the settings that shape the releases (ε, mechanism, notion, steps, schema,
+bounds …), per key; for the worker, its input topic (:mod:`dpsynth.stream.runcheck`). What is
+not caught: a key used on another machine or with another state directory, a state directory
+deleted, a key used with the library directly (no synthesizer calls :func:`bind_key`). It
+guards against mistakes, not against an operator who means to reuse a key.
 
 >>> import tempfile
 >>> from dpsynth.keys import NoiseKey

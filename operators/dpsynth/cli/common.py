@@ -10,7 +10,8 @@ import csv
 import gzip
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,16 +56,20 @@ def print_key(console: Console, key: NoiseKey) -> None:
 
 
 def bind_key_to_input(key: NoiseKey, what: str, source_identity: dict[str, Any],
-                      params: dict[str, Any], not_settings: tuple[str, ...]) -> None:
+                      params: dict[str, Any], not_settings: tuple[str, ...],
+                      setting_files: Mapping[str, str] | None = None) -> None:
     """Bind ``key`` to this run's input and settings, or stop (exit status 1) naming the fix.
 
     ``params`` are the command's options; those in ``not_settings`` (where outputs go, what is
     evaluated, the input's own options, already in ``source_identity``) do not shape the
-    releases. A file named by a setting (a schema, a domain) counts by its bytes. docs/privacy.md
-    P13; a state directory that cannot be written is warned about, not fatal.
+    releases. A file named by a setting (a schema, a domain) counts by the bytes the command
+    read and parsed: ``setting_files`` maps its option's parameter name to their digest
+    (:attr:`ReadFile.digest`); it is never opened again here. docs/privacy.md P13; a state
+    directory that cannot be written is warned about, not fatal.
     """
-    settings = {name: file_digest(value) if isinstance(value, Path) and value.is_file()
-                else value for name, value in params.items() if name not in not_settings}
+    files = setting_files or {}
+    settings = {name: _setting(name, value, files) for name, value in params.items()
+                if name not in not_settings}
     try:
         bind_key(key, KeyUse(what, source_identity, settings))
     except ConfigError as e:
@@ -74,6 +79,20 @@ def bind_key_to_input(key: NoiseKey, what: str, source_identity: dict[str, Any],
             f"[bold yellow]WARNING[/]: the key's binding to its input could not be recorded in "
             f"{state_dir()} ({e.strerror}); set {STATE_DIR_ENV} to a writable directory, or "
             "this key is not checked against reuse over another input (docs/privacy.md P13)")
+
+
+def _setting(name: str, value: Any, setting_files: Mapping[str, str]) -> Any:
+    """A setting as bound: a file by the digest of the bytes the command read (P13).
+
+    Re-opening the path would bind other bytes than those parsed: a pipe or FIFO already read
+    is empty (or blocks), a regular file may have changed since.
+    """
+    if not isinstance(value, Path):
+        return value
+    if name not in setting_files:
+        raise TypeError(f"bind_key_to_input: the setting {name} names a file; read it once with "
+                        f"read_once() and pass setting_files={{{name!r}: file.digest}}")
+    return setting_files[name]
 
 
 def stderr_console() -> Console:
@@ -102,6 +121,9 @@ class Source:
     names: tuple[str, ...]
     #: What the run reads, for the key's binding to its input (docs/privacy.md P13).
     identity: dict[str, Any] = field(default_factory=dict)
+    #: The digests of the files named by settings (the schema) as read, by parameter name
+    #: (:func:`bind_key_to_input`'s ``setting_files``, P13).
+    setting_files: dict[str, str] = field(default_factory=dict)
     #: Loud warnings about how the input is read (standard error).
     warnings: list[str] = field(default_factory=list)
     schema: Schema | None = None  # maps ``records`` to [0,1]^d
@@ -155,30 +177,74 @@ def _csv_value(text: str) -> Any:
         return text
 
 
+@dataclass(frozen=True)
+class ReadFile:
+    """The bytes of a file named on the command line, read once, and their SHA-256.
+
+    Commands parse ``data`` and bind the key to ``digest`` (docs/privacy.md P13): the digest is
+    of the bytes parsed, whatever the path is — a regular file, a pipe (``/dev/stdin``) or a
+    named FIFO, none of which may be read twice.
+    """
+
+    path: Path
+    data: bytes
+    #: SHA-256 of ``data`` (hex): for a regular file, that of the file.
+    digest: str
+
+
+def read_once(path: Path) -> ReadFile:
+    """Read ``path`` whole, opening it once (P13: what is bound is what was read).
+
+    A pipe or FIFO re-opened after it was read is empty or blocks, so a digest taken by opening
+    the path again would bind every pipe to the same empty input. A file that cannot be read is
+    :class:`InputError` (exit status 1) naming it.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise InputError(f"{path} cannot be read ({e.strerror}); give a readable file, "
+                         "or /dev/stdin for standard input") from None
+    return ReadFile(path, data, hashlib.sha256(data).hexdigest())
+
+
+def read_json(file: ReadFile, what: str) -> Any:
+    """The JSON value of a file read by :func:`read_once` (a schema, a domain).
+
+    A file that is not UTF-8 JSON is :class:`InputError` (exit status 1) naming it and ``what``.
+    """
+    try:
+        return json.loads(file.data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        where = f" at line {e.lineno}" if isinstance(e, json.JSONDecodeError) else ""
+        reason = e.msg if isinstance(e, json.JSONDecodeError) else e.reason
+        raise InputError(f"{what} file {file.path} must be valid UTF-8 JSON ({reason}{where}); "
+                         "fix it (schemas/ holds the formats)") from None
+
+
 def read_records(path: Path, text_columns: tuple[str, ...] = ()) -> list[Any]:
     """Records of a CSV file with a header, or of NDJSON (one object per line); ``.gz`` allowed.
 
     Empty CSV cells are missing fields; an NDJSON line that is not valid JSON becomes ``None``,
     which the schema rejects as "record must be a mapping".
     """
-    return read_table(path, text_columns)[0]
+    return read_table(read_once(path), text_columns)[0]
 
 
-def read_table(path: Path, text_columns: tuple[str, ...] = ()
+def read_table(file: ReadFile, text_columns: tuple[str, ...] = ()
                ) -> tuple[list[Any], tuple[str, ...] | None]:
-    """(records, the CSV header's column names, or None for NDJSON) of ``path``.
+    """(records, the CSV header's column names, or None for NDJSON) of a file read once.
 
-    CSV cells of ``text_columns`` (a user id column) stay text: ``007`` is not ``7.0``.
-    A file that cannot be read or decoded is :class:`InputError` (exit status 1) naming it.
+    A path ending in ``.gz`` is gunzipped. CSV cells of ``text_columns`` (a user id column)
+    stay text: ``007`` is not ``7.0``. Bytes that cannot be decoded are :class:`InputError`
+    (exit status 1) naming the file.
     """
-    opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
-            text = f.read()
-        return _parse_table(text, text_columns)
-    except (OSError, UnicodeDecodeError, EOFError, csv.Error) as e:
+        raw = gzip.decompress(file.data) if file.path.suffix == ".gz" else file.data
+        return _parse_table(raw.decode("utf-8-sig"), text_columns)
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error, csv.Error) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise InputError(f"{path} cannot be read as CSV or NDJSON ({type(e).__name__}: "
+        raise InputError(f"{file.path} cannot be read as CSV or NDJSON ({type(e).__name__}: "
                          f"{reason}); give a UTF-8 CSV file with a header, or NDJSON "
                          "(.gz allowed)") from None
 
@@ -222,7 +288,7 @@ def load_source(
     by_user = units is not None and units.privacy_unit == "user"
     if input_path is not None:
         source = _file_source(input_path, schema_path, time_column, units)
-        source.identity = {"file": file_digest(input_path), **selection}
+        source.identity.update(selection)
     elif dataset == "gowalla":
         path = datasets.gowalla_path()
         if not path.is_file():
@@ -268,15 +334,19 @@ def _file_source(path: Path, schema_path: Path | None, time_column: str | None =
 
     Every failure here is decided by the options and the file's header alone (exit status 1),
     never by how many records there are or what they hold: under add/remove the exit status
-    is part of what a run shows (docs/privacy.md P11).
+    is part of what a run shows (docs/privacy.md P11). The schema and the input are each read
+    once (:func:`read_once`); the source's identity and ``setting_files`` are the digests of
+    the bytes parsed (P13).
     """
-    try:
-        declared = Schema.from_json_file(schema_path) if schema_path is not None else None
-    except OSError as e:
-        raise InputError(f"{schema_path} cannot be read ({e.strerror})") from None
+    schema_file = None if schema_path is None else read_once(schema_path)
+    declared = None if schema_file is None else Schema.from_dict(read_json(schema_file,
+                                                                           "schema"))
     column = (units.user_column or (declared.user_column if declared else None)
               if units is not None and units.privacy_unit == "user" else None)
-    records, header = read_table(path, (column,) if column else ())
+    data = read_once(path)
+    identity = {"file": data.digest}
+    files = {} if schema_file is None else {"schema_path": schema_file.digest}
+    records, header = read_table(data, (column,) if column else ())
     if declared is not None:
         schema = _user_schema(declared, units)
         if header is not None:  # NDJSON names no columns up front: a missing field rejects
@@ -289,7 +359,8 @@ def _file_source(path: Path, schema_path: Path | None, time_column: str | None =
                     f"{' or --time-column' if time_column in missing else ''}; fix the "
                     "schema's column names or the header")
         label = f"{path}, schema {schema_path}"
-        return Source(label, schema.names, schema=schema, records=records, units=schema)
+        return Source(label, schema.names, identity, schema=schema, records=records,
+                      units=schema, setting_files=files)
     if header is None:
         raise InputError(
             f"{path} is NDJSON, which names no columns up front; pass --schema FILE to declare "
@@ -309,11 +380,13 @@ def _file_source(path: Path, schema_path: Path | None, time_column: str | None =
                "coordinates in [0, 1]; values outside are clipped to 0 or 1 and a value that "
                "is not a number rejects its row. Declare each column's bounds with --schema "
                "FILE (examples/points.schema.json shows the format).")
-    return Source(label, header, schema=schema, records=records, warnings=[warning])
+    return Source(label, header, identity, schema=schema, records=records, warnings=[warning],
+                  setting_files=files)
 
 
 def file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes (what a run read, for the key's binding: P13)."""
+    """SHA-256 of a data set file's bytes (P13), read by its loader; a file named on the
+    command line is read once with :func:`read_once` instead (a pipe cannot be read twice)."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as f:

@@ -141,8 +141,8 @@ def offline(input_path: Path, schema_path: Path | None, offline_mechanism: str, 
         release = _release_of(method, points, epsilon, key, neighbours, max_depth)
         synthetic = release.points
     bind_key_to_input(noise_key, f"dpsynth offline over {source.label}", source.identity,
-                      click.get_current_context().params,
-                      ("input_path", "limit", "out"))  # privacy: P13 (one key, one input)
+                      click.get_current_context().params, ("input_path", "limit", "out"),
+                      source.setting_files)  # privacy: P13 (one key, one input)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_records(out, schema, synthetic)
     meta: dict[str, Any] = {

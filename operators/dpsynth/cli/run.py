@@ -325,7 +325,7 @@ def run(input_path: Path | None, schema_path: Path | None, dataset: str | None, 
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
     bind_key_to_input(noise_key, f"dpsynth run over {source.label}", source.identity, params,
-                      NOT_SETTINGS)  # privacy: P13 (one key, one input)
+                      NOT_SETTINGS, source.setting_files)  # privacy: P13 (one key, one input)
     print_key(console, noise_key)
     for warning in source.warnings:
         err.print(f"[bold yellow]{warning}[/]", highlight=False)

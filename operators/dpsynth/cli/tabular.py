@@ -14,9 +14,10 @@ package).
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
@@ -35,6 +36,9 @@ from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.metrics import L1_METRICS, METRICS, step_metrics
 from dpsynth.tabular.synthesizer import TabularSynthesizer
 
+if TYPE_CHECKING:
+    from dpsynth.cli.common import ReadFile
+
 #: What ``tabular run`` writes under ``--out`` (a reused directory is emptied of these first).
 TABULAR_OUTPUTS = ("release-*.tabular", "synthetic-last.csv", "release-metadata.json",
                    "errors.csv", "errors.png")
@@ -51,16 +55,15 @@ def tabular() -> None:
     """Synthetic tables over a finite domain (paper 003: select–measure–fit, Alg 3)."""
 
 
-def _read_csv(path: Path) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
-    """The rows of a CSV file with a header (an unnamed first column is ignored), and the
-    header's names; a file that cannot be read is an input error (exit status 1)."""
+def _read_csv(file: ReadFile) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """The rows of a CSV file read once (P13), with a header (an unnamed first column is
+    ignored), and the header's names; bytes that cannot be decoded are an input error (exit
+    status 1)."""
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            return list(reader), tuple(name for name in (reader.fieldnames or ()) if name)
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise InputError(f"{path} cannot be read as CSV ({type(e).__name__}: {reason}); give "
+        reader = csv.DictReader(io.StringIO(file.data.decode("utf-8"), newline=""))
+        return list(reader), tuple(name for name in (reader.fieldnames or ()) if name)
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise InputError(f"{file.path} cannot be read as CSV ({type(e).__name__}: {e}); give "
                          "a UTF-8 CSV file with a header") from None
 
 
@@ -154,6 +157,8 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
         bind_key_to_input,
         file_digest,
         print_key,
+        read_json,
+        read_once,
         resolve_key,
         stderr_console,
     )
@@ -165,6 +170,8 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
                       library="TabularSynthesizer")
     records: list[dict[str, Any]] = []  # read with --data (a time column needs them)
     diagnostics = Diagnostics()
+    # read once, bound by the bytes read (P13); the Adult data ignores it, but it stays bound
+    domain_file = None if domain_path is None else read_once(domain_path)
     if data is None:
         if grid is not None:
             raise click.UsageError("--time-column needs --data: the Adult data has no time")
@@ -177,12 +184,13 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
                                     "file": file_digest(adult_dir() / "adult.csv")}
         diagnostics.read = diagnostics.accepted = int(codes.shape[0])
     else:
-        if domain_path is None:
+        if domain_file is None:
             raise click.UsageError("--data needs --domain (schemas/domain.v1.json format)")
-        domain = Domain.from_json_file(domain_path)
-        records, header = _read_csv(data)
+        domain = Domain.from_dict(read_json(domain_file, "domain"))
+        data_file = read_once(data)
+        records, header = _read_csv(data_file)
         _check_header(data, header, domain, None if grid is None else grid.column)
-        identity = {"file": file_digest(data)}
+        identity = {"file": data_file.digest}
         diagnostics.read = len(records)
         codes = (_encode(records, domain, diagnostics) if grid is None
                  else np.zeros((0, len(domain.sizes))))
@@ -209,7 +217,9 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
     bind_key_to_input(noise_key, f"dpsynth tabular run over {data or 'Adult'}", identity,
-                      params, NOT_SETTINGS)  # privacy: P13 (one key, one input)
+                      params, NOT_SETTINGS,
+                      {} if domain_file is None else {"domain_path": domain_file.digest}
+                      )  # privacy: P13 (one key, one input)
     print_key(console, noise_key)
     steps = len(batches) if max_steps is None else min(len(batches), max_steps)
     diagnostics.print(err)
