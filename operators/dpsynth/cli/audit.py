@@ -1,14 +1,14 @@
 """``dpsynth audit``: the neighbour audit of every public entry point (issue 13, P14).
 
 Layer: adapter. The audit itself is :mod:`dpsynth.audit`; this module adds the commands as
-entry points — ``dpsynth run`` (replacement, and add/remove with a declared time column),
-``dpsynth offline`` (pmm, psmm, lowdim) and ``dpsynth tabular run`` — run in-process through
-the same click command code a user runs (:class:`click.testing.CliRunner`, the key in
-``DPSYNTH_NOISE_KEY``), each in a fresh directory, with ``--no-report`` (summary.json, errors.csv
-and the plots are evaluation artefacts of the raw input, declared not private, so they are
-neither audited nor written). Every file the command publishes is read back: release files
-record by record, the synthetic CSV (its rows), ``*.meta.json`` and ``release-metadata.json``
-field by field, and the exit code.
+entry points — ``dpsynth run`` (replacement, and add/remove with a declared time column; per
+record, and per user: ``--privacy-unit user`` with a user column), ``dpsynth offline`` (pmm,
+psmm, lowdim) and ``dpsynth tabular run`` — run in-process through the same click command code
+a user runs (:class:`click.testing.CliRunner`, the key in ``DPSYNTH_NOISE_KEY``), each in a
+fresh directory, with ``--no-report`` (summary.json, errors.csv and the plots are evaluation
+artefacts of the raw input, declared not private, so they are neither audited nor written).
+Every file the command publishes is read back: release files record by record, the synthetic
+CSV (its rows), ``*.meta.json`` and ``release-metadata.json`` field by field, and the exit code.
 
 .. code-block:: console
 
@@ -47,9 +47,17 @@ from dpsynth.audit.inputs import PER_STEP, AuditInput, point_input, table_input
 from dpsynth.audit.measures import release_statistics, table_statistics
 from dpsynth.audit.runner import audit_entry, audit_keys, false_alarm_note, markdown_table
 from dpsynth.audit.stats import ALPHA
+from dpsynth.audit.users import AUDIT_K, user_entries, user_input, user_neighbours
 from dpsynth.keybinding import STATE_DIR_ENV
 from dpsynth.keys import KEY_ENV, KEY_FILE_ENV
 from dpsynth.release import decode_tabular_release, read_release_file, read_release_records
+
+#: The user id column of the CSV of an input with users (``--user-column``).
+USER_COLUMN = "user"
+#: What ``dpsynth audit`` runs without patterns: the library and the commands (the worker needs
+#: a broker; docs/privacy.md P14 states these and their count, tests/unit/test_audit_docs.py
+#: checks it).
+DEFAULT_PATTERNS = ("library:*", "cli:*")
 
 
 def _invoke(command: click.Command, args: Sequence[str], key: bytes) -> int:
@@ -63,14 +71,17 @@ def _invoke(command: click.Command, args: Sequence[str], key: bytes) -> int:
         return CliRunner().invoke(command, list(args), env=env).exit_code
 
 
-def _write_points(path: Path, data: AuditInput) -> tuple[Path, Path]:
-    """The input as CSV (coordinates x0.., time column ``ts`` = step index) and its schema."""
+def write_points(path: Path, data: AuditInput) -> tuple[Path, Path]:
+    """The input as CSV (coordinates x0.., time column ``ts`` = step index, and with users
+    the user column ``user``: :data:`USER_COLUMN`) and its schema (the coordinates)."""
     names = [f"x{i}" for i in range(data.width)]
+    users = data.users if data.users is not None else [None] * len(data.steps)
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow([*names, "ts"])
-        for s, step in enumerate(data.steps):
-            writer.writerows([*map(repr, row.tolist()), s] for row in step)
+        writer.writerow([*names, "ts", *([USER_COLUMN] if data.users is not None else [])])
+        for s, (step, ids) in enumerate(zip(data.steps, users, strict=True)):
+            writer.writerows([*map(repr, row.tolist()), s, *([] if ids is None else [ids[i]])]
+                             for i, row in enumerate(step))
     schema = path.with_suffix(".schema.json")
     schema.write_text(json.dumps({"version": 1, "columns": [
         {"name": n, "lower": 0.0, "upper": 1.0} for n in names]}))
@@ -90,20 +101,30 @@ def _published(out: Path, fields: Fields, exclude: tuple[str, ...] = ()) -> list
     return files
 
 
-def run_entry(command: click.Command, notion: str) -> EntryPoint:
-    """``dpsynth run`` on the input as a CSV: a release every step's records (replacement), or
-    one per declared time step (add/remove)."""
+def run_entry(command: click.Command, notion: str, unit: str = "record",
+              epsilon: float = AUDIT_EPSILON) -> EntryPoint:
+    """``dpsynth run --epsilon EPSILON`` on the input as a CSV: a release every step's records
+    (replacement), or one per declared time step (add/remove).
+
+    ``unit="user"`` (P15): D with users and the user-level neighbours of
+    :mod:`dpsynth.audit.users`, each record's user in the CSV's user column, run with
+    ``--privacy-unit user --user-column user --max-contributions K`` (K =
+    :data:`~dpsynth.audit.users.AUDIT_K`) at user-level ε: the options a user passes, read
+    through the command's own file path.
+    """
+    users = (["--privacy-unit", "user", "--user-column", USER_COLUMN, "--max-contributions",
+              str(AUDIT_K)] if unit == "user" else [])
 
     def run(data: AuditInput, key: bytes) -> Output:
         with tempfile.TemporaryDirectory(prefix="dpsynth-audit-") as tmp:
-            path, schema = _write_points(Path(tmp) / "input.csv", data)
+            path, schema = write_points(Path(tmp) / "input.csv", data)
             out = Path(tmp) / "out"
             steps = (["--neighbours", "add_remove", *_time_options(data)]
                      if notion == "add_remove" else ["--release-every", str(PER_STEP)])
             fields: Fields = {"exit_code": _invoke(command, [
-                "--input", str(path), "--schema", str(schema), "--epsilon", str(AUDIT_EPSILON),
+                "--input", str(path), "--schema", str(schema), "--epsilon", str(epsilon),
                 "--max-depth", str(AUDIT_MAX_DEPTH), "--out", str(out), "--no-report",
-                *steps], key)}
+                *steps, *users], key)}
             files = _published(out, fields, exclude=("dead-letter.ndjson",))
             releases = [p for p in files if p.suffix == ".bin"]
             fields["releases"] = len(releases)
@@ -111,7 +132,12 @@ def run_entry(command: click.Command, notion: str) -> EntryPoint:
                 flatten_records(read_release_records(p), f"release[{i}]", fields)
             return Output(fields, [read_release_file(p) for p in releases])
 
-    return EntryPoint(f"cli:run:{notion}", notion, point_input, run, release_statistics)
+    if unit == "user":
+        return EntryPoint(f"cli:run:{notion}:user", notion, user_input, run,
+                          release_statistics, epsilon,
+                          pairs=lambda data: user_neighbours(data, notion))
+    return EntryPoint(f"cli:run:{notion}", notion, point_input, run, release_statistics,
+                      epsilon)
 
 
 def offline_entry(command: click.Command, method: str, notion: str) -> EntryPoint:
@@ -120,7 +146,7 @@ def offline_entry(command: click.Command, method: str, notion: str) -> EntryPoin
 
     def run(data: AuditInput, key: bytes) -> Output:
         with tempfile.TemporaryDirectory(prefix="dpsynth-audit-") as tmp:
-            path, schema = _write_points(Path(tmp) / "input.csv", data)
+            path, schema = write_points(Path(tmp) / "input.csv", data)
             out = Path(tmp) / "out" / "synthetic.csv"
             extra = ["--target-dim", "2"] if method == "lowdim" else []
             fields: Fields = {"exit_code": _invoke(command, [
@@ -199,10 +225,16 @@ def command_entries() -> list[EntryPoint]:
     return entries
 
 
+def user_command_entries() -> list[EntryPoint]:
+    """``dpsynth run`` under the privacy unit "user" (P15), both notions."""
+    from dpsynth.cli.run import run as run_command
+
+    return [run_entry(run_command, n, unit="user") for n in NOTIONS]
+
+
 def all_entries(broker: str | None = None) -> list[EntryPoint]:
     """Every entry point: the library (record and user level), the commands and the worker
     (record and user level; a broker when run)."""
-    from dpsynth.audit.users import user_entries
     from dpsynth.audit.worker import worker_entry
 
     def bootstrap() -> str:
@@ -212,13 +244,15 @@ def all_entries(broker: str | None = None) -> list[EntryPoint]:
 
         return bootstrap_servers()
 
-    return [*library_entries(), *user_entries(), *command_entries(),
+    return [*library_entries(), *user_entries(), *command_entries(), *user_command_entries(),
             *(worker_entry(n, bootstrap, engine=e) for e in ("points", "tabular")
               for n in NOTIONS),
             *(worker_entry(n, bootstrap, unit="user") for n in NOTIONS)]
 
 
-def _selected(entries: list[EntryPoint], patterns: Sequence[str]) -> list[EntryPoint]:
+def selected(entries: list[EntryPoint], patterns: Sequence[str]) -> list[EntryPoint]:
+    """The entries whose names match any of ``patterns`` (shell patterns); none: a usage
+    error."""
     chosen = [e for e in entries if any(fnmatch.fnmatchcase(e.name, p) for p in patterns)]
     if not chosen:
         raise click.UsageError(f"no entry point matches {list(patterns)}; see --list")
@@ -259,7 +293,7 @@ def audit(patterns: tuple[str, ...], keys: int, worker_keys: int, seed: int, alp
         for entry in entries:
             click.echo(entry.name)
         return
-    chosen = _selected(entries, patterns or ("library:*", "cli:*"))
+    chosen = selected(entries, patterns or DEFAULT_PATTERNS)
     reports = []
     for entry in chosen:
         count = worker_keys if entry.name.startswith("worker:") else keys
