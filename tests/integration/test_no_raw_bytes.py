@@ -111,8 +111,6 @@ def test_no_raw_value_or_key_byte_reaches_the_worker_topics_or_the_view(kafka_bo
     assert counts["latest-view topic"] >= 2 and counts["points topic"] >= releases, counts
     for where, answer in answers.items():
         scan.add(f"dpsynth view --topic: {where}", answer)
-    print(f"scanned {scan.bytes_scanned} bytes in {len(scan.outputs)} outputs "
-          f"for {len(needles)} encodings")
     scan.assert_clean(min_bytes=10_000)
 
     # the scanner can fail: the raw-events topic holds the values as produced, the state

@@ -151,6 +151,8 @@ class Scan:
 
     def assert_clean(self, *, min_bytes: int = 1) -> None:
         """No needle anywhere, and at least ``min_bytes`` scanned (the scan is not vacuous)."""
+        print(f"scanned {self.bytes_scanned} bytes in {len(self.outputs)} outputs "
+              f"for {len(self.needles)} encodings")
         assert self.bytes_scanned >= min_bytes, (
             f"only {self.bytes_scanned} bytes scanned in {len(self.outputs)} outputs")
         shown = "\n".join(map(str, self.hits[:40]))

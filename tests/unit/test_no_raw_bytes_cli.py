@@ -121,8 +121,6 @@ def test_no_raw_value_or_key_byte_reaches_the_commands_releases_or_the_view(
         p["sequence"] == len(releases) for p in state["partitions"]))
     for where, answer in answers.items():
         scan.add(f"dpsynth view --folder: {where}", answer)
-    print(f"scanned {scan.bytes_scanned} bytes in {len(scan.outputs)} outputs "
-          f"for {len(needles)} encodings")
     scan.assert_clean(min_bytes=20_000)
 
     # the scanner can fail: the raw inputs hold the values as written, pyarrow's encoding of
