@@ -199,10 +199,10 @@ def _mutants() -> tuple[Mutant, ...]:
           Draws(("step", "leaf"), form="sparse"), (P9,)),
         m("adaptive open-block size noise × ¼", "adaptive: block sizes",
           Draws(("adaptive", "size")),
-          (P9 + "[adaptive-add_remove]",)),
+          (P9,)),
         m("adaptive open-block size budget × 4", "adaptive: block sizes",
           Budget(f"{blocks}:AdaptiveMechanism._open_size", "size"),
-          (P9 + "[adaptive-add_remove]",)),
+          (P9,)),
         # -- guided, the default ---------------------------------------------------------------
         m("guided block leaf noise × ¼ (dense form)", "guided: block histograms",
           Draws(("guided", "block", "leaf"), form="dense"), (P16, P16_LEAF)),
