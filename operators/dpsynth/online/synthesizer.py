@@ -2,8 +2,14 @@
 
 Layer: core. :class:`OnlineSynthesizer` owns what every algorithm shares — validation and
 routing of points, time (records, ticks, public steps), releases with their public metadata and
-placement seed, snapshots (:mod:`~dpsynth.online.snapshots`) — and drives one *mechanism*
-(:mod:`dpsynth.online.mechanism`) that owns the private state.
+placement seed, snapshots — and drives one *mechanism* (:mod:`dpsynth.online.mechanism`) that
+owns the private state.
+
+Snapshots (:meth:`OnlineSynthesizer.snapshot`, :meth:`~OnlineSynthesizer.restore`) hold the
+constructor's public configuration, the key's fingerprint (never the key), the clock, the
+mechanism's state and the latest release; restoring one with the same key continues exactly as
+an uninterrupted run would (tested byte for byte). Under the privacy unit "user" the per-user
+counts may be left out: the worker stores them apart, in the same atomic commit (P15).
 
 Ticks (DESIGN §3): a tick, and a release, every ``release_every`` records (ticks also end
 where the mechanism's time levels end). Step mechanisms also take steps: ``add`` the records,
@@ -24,7 +30,7 @@ from dpsynth.accounting import Schedule
 from dpsynth.clock import TickClock, step_records
 from dpsynth.consistency import MAX_COUNT
 from dpsynth.contract import refuse_count_steps, tick_ends_step
-from dpsynth.errors import ConfigError
+from dpsynth.errors import ConfigError, StateCorruptError
 from dpsynth.noise import KeyedNoise
 from dpsynth.online.mechanism import (
     AUTO,
@@ -34,11 +40,17 @@ from dpsynth.online.mechanism import (
     per_record_epsilon,
     step_mechanisms,
 )
-from dpsynth.online.snapshots import load_snapshot, read_snapshot, snapshot_bytes
 from dpsynth.online.users import UserLevel, check_unit, refuse_users
 from dpsynth.params import DEFAULT_MAX_DEPTH, check_library
 from dpsynth.release import RELEASE_SCHEMA_VERSION, Release
+from dpsynth.state import pack_state, unpack_state
 from dpsynth.tree import route, validate_points
+
+#: The snapshot's entries for mechanism state, in their order on disk (absent ones are empty).
+STATE_ENTRIES: dict[str, Any] = {
+    "pending": lambda: np.zeros(0, np.uint64), "history": list, "levels": list,
+    "blocks": lambda: None,
+}
 
 
 class OnlineSynthesizer:
@@ -376,7 +388,26 @@ class OnlineSynthesizer:
         ``include_users=False`` leaves out the per-user counts (the worker keeps them in its
         store, written in the same atomic commit: P15).
         """
-        return snapshot_bytes(self, include_users)
+        entries = self._mechanism.state()
+        users = ({} if self.users is None else  # privacy: P15 (stored apart by the worker)
+                 {"users": self.users.bounds.state() if include_users else None})
+        last = self._last
+        state = {
+            "config": self._config(),
+            "key_fingerprint": self._noise.fingerprint(),
+            "t": self.t,
+            "sequence": self.sequence,
+            "clipped": self.clipped,
+            **{name: entries[name] if name in entries else empty()
+               for name, empty in STATE_ENTRIES.items()},
+            **users,
+            "step_records": 0 if self._mechanism.counts_records else self._open,
+            "last": None if last is None else {
+                "t": last.t, "depth": last.depth,
+                "leaf_counts": last.leaf_counts, "metadata": last.metadata,
+            },
+        }
+        return pack_state(state)
 
     @classmethod
     def restore(
@@ -386,12 +417,33 @@ class OnlineSynthesizer:
 
         ``schedule`` must be given again when the synthesizer was built with a custom one.
         """
-        state, name, config = read_snapshot(blob)
+        state = unpack_state(blob)
+        config = dict(state["config"])
+        name = config.pop("schedule")
         if schedule is not None:
             if schedule.name != name:
                 raise ConfigError(f"schedule '{schedule.name}' differs from the snapshot's "
                                   f"'{name}'; pass the schedule the snapshot was made with")
             name = "paper"
         self = cls(key=key, mechanism=name, schedule=schedule, **config)
-        load_snapshot(self, state)
+        self._load_snapshot(state)
         return self
+
+    def _load_snapshot(self, state: dict[str, Any]) -> None:
+        """Load a snapshot's ``state`` into this synthesizer, freshly built from its
+        configuration and key."""
+        if self._noise.fingerprint() != state["key_fingerprint"]:
+            raise StateCorruptError(
+                "snapshot was written under a different noise key; restore it with that key "
+                "(a new key must start from an empty state)"
+            )
+        self.t, self.sequence, self.clipped = state["t"], state["sequence"], state["clipped"]
+        self._mechanism.load_state({name: state[name] for name in STATE_ENTRIES})
+        if self.users is not None and state.get("users") is not None:
+            self.users.bounds.load_state(state["users"])
+        self._open = (self.t % self.release_every if self._mechanism.counts_records
+                      else int(state["step_records"]))
+        last = state["last"]
+        if last is not None:
+            self._last = Release(last["t"], last["depth"], last["leaf_counts"],
+                                 last["metadata"], self.placement_seed)
