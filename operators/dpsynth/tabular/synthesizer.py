@@ -23,6 +23,12 @@ counter spends ε_n = ``size_share``·ε; each step (ε − ε_n)/k per counter 
 (ε − ε_n)/(2k) per EM selection and per counter
 (:func:`dpsynth.accounting.select_measure_split`), checked at construction and charged on a
 :class:`~dpsynth.accounting.StepLedger` (docs/privacy.md P12). All noise is derived from ``key``.
+
+Snapshots hold true pending records and counts (state, never released: it needs the protection
+of the raw input), no key material, and bind the public configuration. One written before issue
+17 (no ``selection`` in it) ran the exponential-mechanism selection, so it is restored with
+``selection="em"``, and its ``estimator="sample"`` (which rescaled counters by the records fed)
+is refused: start a new run.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import numpy as np
 
 from dpsynth.accounting import StepLedger, check_select_measure_budget, select_measure_split
 from dpsynth.contract import refuse_count_steps, tick_ends_step
+from dpsynth.errors import StateCorruptError
 from dpsynth.noise import KeyedNoise
 from dpsynth.params import check_library
 from dpsynth.release import TabularRelease
@@ -58,17 +65,12 @@ from dpsynth.tabular.selection import (
 )
 from dpsynth.tabular.shares import fit_shares, guide_tables
 from dpsynth.tabular.size import SIZE_SHARE, StreamSize
-from dpsynth.tabular.snapshots import (
-    load_synthesizer_state,
-    public_config,
-    snapshot_config,
-    synthesizer_state,
-)
 from dpsynth.tabular.workloads import Workloads
 
 __all__ = ["FITS", "METHODS", "TabularSynthesizer"]
 #: Rejuvenation guides: counter cells less this many noise standard deviations (T4).
 GUIDE_FLOOR = 1.0
+SNAPSHOT_KIND = "dpsynth.tabular.v1"
 
 
 class TabularSynthesizer:
@@ -210,7 +212,20 @@ class TabularSynthesizer:
 
     def public_config(self) -> dict[str, Any]:
         """Everything the state is bound to (no secrets): restore needs the same."""
-        return public_config(self)
+        extra = {"size_share": self.size_share} if self.neighbours == "add_remove" else {}
+        return {
+            **extra,
+            "domain": self.domain.to_dict(), "epsilon": self.epsilon,
+            "release_every": self.release_every, "method": self.mechanism,
+            "counter": self.counter, "workloads_per_step": self.workloads_per_step,
+            "fit": self.fit_name, "neighbours": self.neighbours, "bias": self.bias,
+            "block_size": self.block_size, "support_size": self.support_size,
+            "full_domain_limit": self.full_domain_limit, "fit_passes": self.fit_passes,
+            "fit_rule": self.fit_rule, "rejuvenate_every": self.rejuvenate_every,
+            "estimator": self.estimator, "score": self.score,
+            "selection": self.selection, "damping": self.damping,
+            "pooled_marginals": self.pooled_marginals, "partition": self.partition,
+        }
 
     def metadata(self) -> dict[str, Any]:
         """Public release metadata."""
@@ -386,14 +401,62 @@ class TabularSynthesizer:
     def snapshot(self, *, include_users: bool = True) -> bytes:
         """The whole state (holds true pending records and counts; no key material); no
         per-user counts exist (``include_users`` changes nothing)."""
-        return pack_state(synthesizer_state(self))
+        pending = (np.concatenate(self._pending) if self._pending
+                   else np.zeros((0, len(self.domain.sizes)), np.int64))
+        return pack_state({
+            "kind": SNAPSHOT_KIND, "config": self.public_config(),
+            "key_fingerprint": self._noise.fingerprint(),
+            "records_seen": self.records_seen, "steps": self.steps, "pending": pending,
+            "model": self.model.state(), "counters": [c.state() for c in self.counters],
+            "remainders": self.remainders, "ledger_max": self.ledger.max_spent,
+            "fed_records": self.fed_records,
+            **({"size": self.size.state()} if self.neighbours == "add_remove" else {}),
+        })
 
     @classmethod
     def restore(cls, blob: bytes, key: bytes) -> TabularSynthesizer:
         """Continue from :meth:`snapshot` under the same key; later releases equal an
         uninterrupted run's."""
         state = unpack_state(blob)
-        domain, eps, config = snapshot_config(state)
+        domain, eps, config = _snapshot_config(state)
         self = cls(domain, eps, key, **config)
-        load_synthesizer_state(self, state)
+        self._load_snapshot(state)
         return self
+
+    def _load_snapshot(self, state: dict[str, Any]) -> None:
+        """Load a snapshot's state into this synthesizer, freshly built from its configuration
+        and key."""
+        if self._noise.fingerprint() != state["key_fingerprint"]:
+            raise StateCorruptError("snapshot was written under a different noise key; restore "
+                                    "it with that key (a new key must start from an empty state)")
+        self.records_seen, self.steps = int(state["records_seen"]), int(state["steps"])
+        pending = np.asarray(state["pending"], dtype=np.int64)
+        self._pending = [pending] if pending.size else []
+        self._n_pending = int(pending.shape[0])
+        self.model = ParticleModel.from_state(self.workloads, state["model"])
+        if len(state["counters"]) != len(self.counters):
+            raise StateCorruptError("snapshot counters do not match the domain's workloads")
+        for counter, counter_state in zip(self.counters, state["counters"], strict=True):
+            counter.load_state(counter_state)
+        self.remainders = [np.asarray(r, dtype=np.float64) for r in state["remainders"]]
+        self.fed_records = np.asarray(state["fed_records"], dtype=np.int64).copy()
+        self.ledger.max_spent, self.ledger.steps = float(state["ledger_max"]), self.steps
+        self.size.load_state(state.get("size"), self.records_seen - self._n_pending)
+
+
+def _snapshot_config(state: dict[str, Any]) -> tuple[Domain, float, dict[str, Any]]:
+    """(domain, ε, keyword options) of the synthesizer a snapshot was written by."""
+    if state.get("kind") != SNAPSHOT_KIND:
+        raise StateCorruptError("not a tabular synthesizer snapshot; restore point synthesizers "
+                                "with OnlineSynthesizer.restore")
+    config = dict(state["config"])
+    domain = Domain.from_dict(config.pop("domain"))
+    eps = float(config.pop("epsilon"))
+    config["mechanism"] = config.pop("method")
+    if "selection" not in config:  # written before issue 17: the EM selection, no damping
+        if config.get("estimator") == "sample":
+            raise StateCorruptError("the snapshot's estimator='sample' rescaled counters by the "
+                                    "records fed to them, which this dpsynth no longer does; "
+                                    "start a new run")
+        config["selection"] = "em"
+    return domain, eps, config
