@@ -31,17 +31,24 @@ A crash between any two steps loses nothing, counts nothing twice, publishes not
 open transaction is aborted (the next owner's producer fences the old one) and its input read
 again; a committed one moved the group's offset with it; a state behind that offset is rebuilt
 without output. Derived noise makes every recomputed release byte-identical.
+
+Catching up (step 2): a partition whose state is behind the offset its group committed — no
+local state, an old one, or a crash between a transaction and the state commit after it — is
+brought forward before its first delivered message: from the state topic when the gap is long
+(:mod:`dpsynth.stream.persist`), then by replaying the rest of the input (the replay reader and
+the state topic's reader are injected: no Kafka here). Nothing of a replay is published: the
+transactions that moved the group's offset published it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
-from dpsynth.stream.catchup import InputMessage, Replay, catch_up, from_state_topic
 from dpsynth.stream.codecs import (
     DeadLetterHasher,
     dead_letter_key,
@@ -66,6 +73,23 @@ log = logging.getLogger(__name__)
 
 #: Longest a release transaction stays open while a batch goes on (its timeout is 5 s).
 TRANSACTION_SPAN_S = 1.0
+
+
+@dataclass(frozen=True)
+class InputMessage:
+    """One raw-events message as the processor needs it."""
+
+    offset: int
+    value: bytes | None
+    timestamp_ms: int | None = None
+    received: float = 0.0  # time.monotonic() when the worker got it (release latency)
+    key: bytes | None = None  # the Kafka key: the user id under the privacy unit "user"
+
+
+#: replay(partition, start, end) yields the input messages of offsets [start, end), in order.
+Replay = Callable[[int, int, int], Iterable[InputMessage]]
+#: Messages fed per step while rebuilding a partition by replay.
+REPLAY_BATCH = 5000
 
 
 class PartitionProcessor:
@@ -152,6 +176,62 @@ class PartitionProcessor:
               f"{stored.watermark} ({len(stored.snapshot)} bytes, from the local state)")
         return synth, stored.watermark, stored.latest_records
 
+    # -- catching up (step 2) --------------------------------------------------------------
+
+    def _from_state_topic(self, first: int) -> None:
+        """Adopt the state topic's state when it is newer than the local one (and older than
+        ``first``, the group's offset: it always is)."""
+        stored = self.state.newer_from_topic(self.watermark, first)
+        if stored is None:
+            return
+        check_bound(self.config, self._public_config, stored.config, self.partition,
+                    self.state.topic)
+        self.synth = open_engine(self.config, self.partition, stored.snapshot, self.store)
+        self.committed = self.watermark = stored.watermark
+        self.last_tick_ms = stored.last_tick_ms
+        self.output.latest_records = max(self.output.latest_records, stored.latest_records)
+
+    def _catch_up(self, first: int) -> None:
+        """Feed offsets (watermark, first) read back from the input partition, in batches,
+        dropping their output: the transactions that moved the group's offset to ``first``
+        published it."""
+        start = self.watermark + 1
+        log.warning(
+            "partition %d: the first input offset delivered (%d) is beyond the local state "
+            "(watermark %d); replaying offsets [%d, %d) from the input partition to rebuild it",
+            self.partition, first, self.watermark, start, first,
+        )
+        assert self.replay is not None
+        self.replaying, started = True, time.perf_counter()
+        batch: list[InputMessage] = []
+        replayed = 0
+        try:
+            for message in self.replay(self.partition, start, first):
+                if message.offset >= first:
+                    break
+                batch.append(message)
+                if len(batch) >= REPLAY_BATCH:
+                    replayed += self._feed_replayed(batch)
+                    batch = []
+            if batch:
+                replayed += self._feed_replayed(batch)
+        finally:
+            self.replaying = False
+        self.published = max(self.published, first - 1)
+        self.metrics.observe("replay_seconds", self.partition, time.perf_counter() - started)
+        phase(f"restoring partition {self.partition}",
+              f"{replayed} messages replayed from the input partition in "
+              f"{time.perf_counter() - started:.1f} s (t={self.synth.t})")
+
+    def _feed_replayed(self, batch: list[InputMessage]) -> int:
+        self.metrics.inc("messages_replayed", self.partition, len(batch))
+        self.feed(batch)
+        self.output.discard()  # published by the transactions that moved the group's offset
+        if self.checkpoint_due():
+            self.commit()
+        self.progress()
+        return len(batch)
+
     # -- processing ------------------------------------------------------------------------
 
     def process(self, messages: list[InputMessage]) -> int:
@@ -162,9 +242,9 @@ class PartitionProcessor:
             first = next((m.offset for m in messages if m.offset > self.watermark), None)
             if first is not None and first > self.watermark + 1:
                 if first - self.watermark - 1 > self.config.max_unacked_events:
-                    from_state_topic(self, first)  # cheaper than replaying a long gap
+                    self._from_state_topic(first)  # cheaper than replaying a long gap
                 if first > self.watermark + 1 and self.replay is not None:
-                    catch_up(self, first)
+                    self._catch_up(first)
         new = [m for m in messages if m.offset > self.watermark]
         if len(new) < len(messages):
             self.metrics.inc("records_skipped", self.partition, len(messages) - len(new))
