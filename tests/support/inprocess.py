@@ -1,7 +1,7 @@
 """The worker's input loop and marker writer in the test's process, on a real broker (our kit).
 
 What ``dpsynth worker`` runs minus Faust (web server, signals): the derived topics, the
-:class:`~dpsynth.stream.app.Operator` with Kafka's transactional producers, the
+:class:`~dpsynth.stream.partitions.Operator` with Kafka's transactional producers, the
 :class:`~dpsynth.stream.intake.InputLoop` in a thread, and the tick marker writer on a clock the
 test injects, so a test can hold a batch (``gate``) while it moves the clock.
 """
@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from dpsynth.cli.worker import check_topics
-from dpsynth.stream.app import Operator
 from dpsynth.stream.intake import InputLoop
+from dpsynth.stream.partitions import Operator
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.ticker import TickClock
 from dpsynth.stream.topics import ensure_compacted

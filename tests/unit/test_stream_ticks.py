@@ -19,8 +19,8 @@ pytest.importorskip("rocksdict")
 
 from dpsynth.release import decode_release  # noqa: E402
 from dpsynth.schema import Schema  # noqa: E402
-from dpsynth.stream.app import Operator  # noqa: E402
 from dpsynth.stream.crash import CrashPoints  # noqa: E402
+from dpsynth.stream.partitions import Operator  # noqa: E402
 from dpsynth.stream.processor import InputMessage, PartitionProcessor  # noqa: E402
 from dpsynth.stream.sink import DeliveryError  # noqa: E402
 from dpsynth.stream.store import PartitionStore  # noqa: E402

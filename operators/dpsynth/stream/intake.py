@@ -5,7 +5,7 @@ with its own acknowledgement bookkeeping, which caps one-record messages at the 
 agent (≈ 4·10³/s here, docs/benchmarks.md §8), and its aiokafka consumer reads
 ``read_uncommitted`` outside Faust's exactly-once mode. This loop reads batches of messages with
 librdkafka (``consume(n, timeout)``), groups them by partition and hands them to the
-:class:`~dpsynth.stream.app.Operator`; the Faust app keeps the web server and the life cycle.
+:class:`~dpsynth.stream.partitions.Operator`; the Faust app keeps the web server and the life cycle.
 
 Settings that matter, and why (``docs/operator.md`` has the long form):
 
@@ -36,18 +36,16 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from dpsynth.errors import ConfigError
+from dpsynth.stream.partitions import Operator
 from dpsynth.stream.phases import phase
 from dpsynth.stream.processor import InputMessage
 from dpsynth.stream.settings import WorkerConfig
 from dpsynth.stream.sink import DeliveryError, MembershipLost, kafka_error
-
-if TYPE_CHECKING:
-    from dpsynth.stream.app import Operator
 
 log = logging.getLogger(__name__)
 
