@@ -16,7 +16,7 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
     ``dpsynth topics import`` / ``export`` of a recording of 10^6 records ("Topic recordings");
 ``concentrated``
     the concentrated panel (issue 31): the default against offline PMM and PHDStream on
-    streams with most records in a tiny corner (docs/benchmarks-concentrated.md);
+    streams with most records in a tiny corner (docs/lab/concentrated-streams.md);
 ``state``
     restoring a partition without its disk (state topic vs replay, by history length) and the
     state bytes written per record ("State that travels");

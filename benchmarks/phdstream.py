@@ -5,7 +5,7 @@ as in the paper's experiments; nothing here is part of the product).
 
 Written from the paper's description and ``../shared/specs/peer-phdstream.md``; the public code
 (k-girish/phdstream) was only run, from a folder outside the repository, to check the numbers
-(docs/benchmarks-concentrated.md, "Peer agreement"). The hierarchy is the Morton tree of
+(docs/lab/concentrated-streams.md, "Peer agreement"). The hierarchy is the Morton tree of
 :mod:`dpsynth.tree` (midpoint bisections, coordinates in turn, half-open cells).
 
 Per step t with batch B_t, from the root, a node v at depth k with this step's count c_t(v) and

@@ -17,7 +17,7 @@ fixed, so each test is deterministic; the false-alarm rates below are over the c
   log-ratio r_k = log W1_k(t') − log W1_k(t) per key, and a one-sided t-test of mean(r) >
   log 1.1 (a rise of more than 10 %, the "key noise" tolerance) at α = 0.01/40 per pair
   (5 pairs × 2 streams × 2 notions × 2 ε); family false-alarm rate ≤ 1 % when the log-ratios
-  are normal (their per-key sd, docs/benchmarks-concentrated.md). Its power: a mean rise of
+  are normal (their per-key sd, docs/lab/concentrated-streams.md). Its power: a mean rise of
   about a third is caught when the per-key sd of r is 0.1.
 * **The known failures against the references** (:data:`KNOWN`, the same 16 keys): our per-key
   offset on the failing coordinate must not lie significantly further out, in the bias's
@@ -52,7 +52,7 @@ TREND_TESTS = 40
 REFERENCE_ALPHA = 0.01
 
 
-#: Known failures (docs/benchmarks-concentrated.md); strict, so a fix shows as XPASS and fails.
+#: Known failures (docs/lab/concentrated-streams.md); strict, so a fix shows as XPASS and fails.
 KNOWN = {
     ("city_in_country", "replace", 20000): "x -0.0009, 0 of 16 keys: phantom mass far out in the "
                                            "empty country and the coarse cells left of the "
@@ -70,7 +70,7 @@ KNOWN = {
 # sat at coarse cells' centres); at 2·10⁴ it is still rejected (above). Since the two EM steps
 # (§15): city_in_country replacement, y +0.0003,
 # 14 of 16 keys (was +0.0008, 15 of 16). Since the history-guided step partitions
-# (docs/benchmarks-concentrated.md §11): the multiscale-100 add/remove ε = 1 rise at
+# (docs/lab/concentrated-streams.md §11): the multiscale-100 add/remove ε = 1 rise at
 # t = 8000 → 10⁴ (+25 % → +11 %). Since the whole squares (§12): Gowalla add/remove, y −0.0024
 # with 2 of 16 keys positive (was −0.0027, 1 of 16: phantom leaves, §4a) — at the test's edge,
 # not fixed.
@@ -138,7 +138,7 @@ def test_where_the_sign_test_fails_the_offset_is_no_larger_than_the_references(
         stream: str, neighbours: str, t: int) -> None:
     """The known failures' offsets against offline PMM and PHDStream (benchmarks.phdstream)
     on the same keys: both references have an offset of the same sign there, larger
-    (docs/benchmarks-concentrated.md §21); ours must not be significantly further out."""
+    (docs/lab/concentrated-streams.md §21); ours must not be significantly further out."""
     if stream not in _streams():
         pytest.skip("the Gowalla data set is not in DPSYNTH_DATA_DIR")
     x = _streams()[stream](t)  # type: ignore[operator]

@@ -179,7 +179,7 @@ def test_a_step_resolves_a_spot_that_the_history_holds_and_the_latest_step_misse
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A traveller back where it dwelt for 32 steps after one step away: the step's partition
     is fine at the spot from the released history, not coarse as the latest step alone has it
-    (docs/benchmarks-concentrated.md §11)."""
+    (docs/lab/concentrated-streams.md §11)."""
     spot = 0.11
     away = 0.5 + 0.5 * np.random.default_rng(3).random((100, 1))
     x = np.concatenate([np.full((3200, 1), spot), away, np.full((100, 1), spot)])
@@ -202,7 +202,7 @@ def test_the_floors_read_the_history_in_proportion_to_the_noise(
     """A step's floors expect a leaf empty from the latest step and the closed blocks, the
     blocks weighted min(1, EXPECTED_EMPTY·ε_step/HISTORY_FLOOR_SCALES): at a small ε a few
     records of history are far below the noise and must not lower the floors of leaves the
-    latest step left empty; at a large ε they count fully (docs/benchmarks-concentrated.md
+    latest step left empty; at a large ε they count fully (docs/lab/concentrated-streams.md
     §11). Released summaries only (P16)."""
     x = _stream(4300)
     synth = _run(x[:4200], "replace", per_step=100, epsilon=epsilon)
@@ -237,7 +237,7 @@ def test_in_d2_a_dense_cell_split_along_x_is_split_along_y_too(
         threshold: float, monkeypatch: pytest.MonkeyPatch) -> None:
     """d = 2: where the guide density is at least WHOLE_SQUARE_DENSITY × the cube's average no
     leaf is a half-split rectangle (odd depth); elsewhere, and in d = 3, the partition is that
-    of the mass × diameter rule alone (docs/benchmarks-concentrated.md §12)."""
+    of the mass × diameter rule alone (docs/lab/concentrated-streams.md §12)."""
     from dpsynth.online import partition
 
     depth = 8
