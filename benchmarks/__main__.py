@@ -6,7 +6,8 @@ timed in the same run; data sets come from ``DPSYNTH_DATA_DIR`` (../shared/data)
 ``core noise|level|all|accuracy|rate|throughput|modes|offline|offline-cost|peer``
     the sampler, one level tick, the online synthesizer's accuracy and speed, the schedules,
     the offline mechanisms and the add/remove comparison with PHDStream (docs/benchmarks.md:
-    "Noise sampler and counter tick", "Paper mode", "Offline mechanisms", the appendix);
+    "Noise sampler and counter tick", "Paper mode", "Offline mechanisms";
+    docs/lab/benchmarks-history.md);
 ``kafka``
     the Kafka worker from produce to release ("Kafka worker");
 ``recovery``

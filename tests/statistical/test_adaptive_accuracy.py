@@ -1,9 +1,9 @@
 """Issue 8: accuracy of the adaptive schedule under add/remove, fixed seeds, sound margins.
 
-At t = 4000 (ε = 1, steps of 500) on uniform data the benchmark (docs/benchmarks.md, appendix A.2)
-measures adaptive at ≈ 0.45× offline PMM; here the median over 3 seeds must stay below
-0.8× PMM — a margin wide enough for seed noise (per-seed spread ≈ ±25 %) and tight enough to
-catch a lost adaptive split or a broken release rounding (both give ≥ 1× PMM).
+At t = 4000 (ε = 1, steps of 500) on uniform data the benchmark (docs/lab/benchmarks-history.md,
+A.2) measures adaptive at ≈ 0.45× offline PMM; here the median over 3 seeds must stay below 0.8× PMM
+— a margin wide enough for seed noise (per-seed spread ≈ ±25 %) and tight enough to catch a lost
+adaptive split or a broken release rounding (both give ≥ 1× PMM).
 """
 
 from __future__ import annotations
