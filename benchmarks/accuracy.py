@@ -4,7 +4,7 @@ Layer: adapter (may use numpy.random: it generates workloads, never privacy nois
 
 Every number is measured in one run and printed next to its baseline from the same run:
 online paper-mode W1 against offline PMM at the same ε and n, and against the i.i.d. floor.
-Metrics follow ``../shared/specs/accuracy-study.md`` §1.3: exact ℓ∞ W1 (POT) where n ≤ 5000,
+Metrics follow docs/algorithms.md E.1: exact ℓ∞ W1 (POT) where n ≤ 5000,
 otherwise exact ℓ∞ W1 on 4000-point subsamples (biased upwards; a sanity check only) and the
 tree upper bound on the full sets (depth 20).
 

@@ -2,7 +2,7 @@
 
 Layer: adapter (workload generation may use numpy.random; never privacy noise).
 
-Metrics as in ``../shared/specs/accuracy-study.md`` §1.3: exact ℓ∞ W1 (POT) at t ≤ 5000 and the
+Metrics as in docs/algorithms.md E.1: exact ℓ∞ W1 (POT) at t ≤ 5000 and the
 tree upper bound (depth 20, full sets) beyond. Baselines measured in the same run: calibrated
 offline PMM (add/remove ε), PMM-rep (offline PMM under replacement neighbours, i.e. at ε/2: the
 fair comparator, since the online engine protects against replacement) and the i.i.d. floor

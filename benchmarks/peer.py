@@ -2,7 +2,7 @@
 
 Layer: adapter (workload generation may use numpy.random; never privacy noise).
 
-Set-up of ``../shared/specs/peer-phdstream.md``: ε = 1 under add/remove (insertion) neighbours
+Set-up of docs/algorithms.md E.2: ε = 1 under add/remove (insertion) neighbours
 (and, for reference, the papers' replacement notion: adaptive vs PMM-rep),
 d = 2, a step (and a release) every 500 records, uniform data and Gowalla NYC in time order,
 exact ℓ∞ W1 at t = 4000 and the depth-20 tree upper bound at 2·10^4 and 10^5

@@ -3,7 +3,7 @@
 Layer: adapter (a benchmark baseline: its noise is seeded ``numpy.random`` continuous Laplace,
 as in the paper's experiments; nothing here is part of the product).
 
-Written from the paper's description and ``../shared/specs/peer-phdstream.md``; the public code
+Written from the paper's description and docs/algorithms.md E.2; the public code
 (k-girish/phdstream) was only run, from a folder outside the repository, to check the numbers
 (docs/lab/concentrated-streams.md, "Peer agreement"). The hierarchy is the Morton tree of
 :mod:`dpsynth.tree` (midpoint bisections, coordinates in turn, half-open cells).

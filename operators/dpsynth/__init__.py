@@ -1,7 +1,7 @@
 """dpsynth: differentially private synthetic data streams (He–Vershynin–Zhu online synthesis).
 
-Layers (DESIGN §2, docs/architecture.md); a module imports only from the layers below it, the
-DP core never imports Kafka, Faust or the adapters, and its only source of randomness is
+Layers (docs/design.md D1, docs/architecture.md); a module imports only from the layers below it,
+the DP core never imports Kafka, Faust or the adapters, and its only source of randomness is
 :mod:`dpsynth.noise` (all enforced in CI by import-linter and ruff):
 
 =============================================  ================================================

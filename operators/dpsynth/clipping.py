@@ -1,6 +1,6 @@
 """Clip counts: how many values of a batch fell outside their declared bounds (a metric).
 
-Layer: core. DESIGN §3 "Bad input": a value outside its column's bounds is clipped and counted;
+Layer: core. docs/design.md D11: a value outside its column's bounds is clipped and counted;
 the count is an operational metric for the operator, never part of a release.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 class ClipReport:
     """How many values of a batch were clipped to their bounds, per column (operational metric).
 
-    Never part of a release (DESIGN §3 "Bad input"). ``total`` counts clipped *values*; a record
+    Never part of a release (docs/design.md D11). ``total`` counts clipped *values*; a record
     clipped in two columns counts twice. Reports add up: ``report_a + report_b``.
     """
 

@@ -1,9 +1,9 @@
 """Time levels and ticks: the data-independent clock every counter and release follows.
 
 Layer: core. Time t counts accepted records (1-based). Time level j starts at
-t_j = ⌈2^j/ε⌉ (HVZ §3, dissertation §5.2.3; spec C.0) and holds the records t_j ≤ t < t_{j+1};
-records before t_0 (only when ε < 1) belong to no level. Counters advance once per *tick*
-(DESIGN §3 "Ticks"): a tick ends after every ``release_every`` records and at every level end
+t_j = ⌈2^j/ε⌉ (HVZ §3, dissertation §5.2.3; docs/algorithms.md C.0) and holds the records t_j ≤ t <
+t_{j+1}; records before t_0 (only when ε < 1) belong to no level. Counters advance once per *tick*
+(docs/design.md D3): a tick ends after every ``release_every`` records and at every level end
 t_{j+1} − 1, so level boundaries split ticks exactly and the number of ticks in a level depends
 only on (ε, release_every), never on the data.
 """

@@ -1,12 +1,12 @@
 """Consistency: noisy tree counts → non-negative integer counts that add up the tree.
 
-Layer: core. Dissertation Alg 3 (= HVZ Alg 4) with the corrections of spec C.7: negative noisy
-counts are clipped to 0 first; the root count is given (t online, public under replacement; the
-noisy root offline); then, top-down, each parent's count m is split between its children into a
-vector *comparable* with the children's noisy counts (a): on a deficit both children grow, on a
-surplus both shrink. The split is proportional — b0 = m·a0/(a0+a1), rounded down on a deficit
-and up on a surplus, which keeps comparability exactly — and, when both children are 0, equal,
-the odd unit going to child 0 of even parents and child 1 of odd parents (a data-independent
+Layer: core. Dissertation Alg 3 (= HVZ Alg 4) with the corrections of docs/algorithms.md C.7:
+negative noisy counts are clipped to 0 first; the root count is given (t online, public under
+replacement; the noisy root offline); then, top-down, each parent's count m is split between its
+children into a vector *comparable* with the children's noisy counts (a): on a deficit both children
+grow, on a surplus both shrink. The split is proportional — b0 = m·a0/(a0+a1), rounded down on a
+deficit and up on a surplus, which keeps comparability exactly — and, when both children are 0,
+equal, the odd unit going to child 0 of even parents and child 1 of odd parents (a data-independent
 tie-break). Everything here is post-processing of noisy counts, so it costs no privacy.
 """
 

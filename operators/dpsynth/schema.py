@@ -3,7 +3,7 @@
 Layer: core. A :class:`Schema` is a tuple of :class:`Column` s with declared intervals
 [lower, upper] (``schemas/record-schema.v1.json``), never learned from the data: a
 data-dependent domain would leak. ``to_unit`` maps records affinely onto [0,1]^d, ``from_unit``
-back. DESIGN §3 "Bad input": a value outside its bounds is clipped and *counted*
+back. docs/design.md D11: a value outside its bounds is clipped and *counted*
 (:class:`ClipReport`, an operational metric, never released); a missing field, a non-numeric
 value, NaN or ±inf rejects the record (``to_unit`` raises :class:`~dpsynth.errors.SchemaError`,
 ``split_valid`` returns the rejects with a reason naming the index, field and rule, never the

@@ -3,8 +3,8 @@
 Layer: core. A snapshot holds counts and stored firing times but never key material; it is
 bound to its key by the key's public fingerprint, so restoring under another key fails loudly
 instead of mixing two noise streams. It is raw data — the open step's records at the tree's
-resolution, exact counts: a snapshot needs the same protection as the raw-events topic (DESIGN §3
-"Bad input").
+resolution, exact counts: a snapshot needs the same protection as the raw-events topic
+(docs/design.md D11).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The binary hierarchical partition of [0,1]^d: round-robin midpoint splits, Morton addresses.
 
-Layer: core. Spec A.2 / C.8 (the texts fix only "halves through the middle along a coordinate"):
-going from depth k to k+1 we split coordinate k mod d at the midpoint of the cell's interval;
-child bit 0 is the lower half [a, mid), bit 1 the upper half [mid, b] (1.0 goes up). Bit k of a
-point's address is therefore the (⌊k/d⌋+1)-th binary digit of x_{k mod d}, and the cell of depth
-j containing x is the integer formed by the first j bits (most significant first): the Morton /
-Z-order code. Children of cell c are 2c and 2c+1. A level-j cell has side 2^-⌈(j−i)/d⌉ in
+Layer: core. docs/algorithms.md A.2, C.8 (the texts fix only "halves through the middle along a
+coordinate"): going from depth k to k+1 we split coordinate k mod d at the midpoint of the cell's
+interval; child bit 0 is the lower half [a, mid), bit 1 the upper half [mid, b] (1.0 goes up). Bit k
+of a point's address is therefore the (⌊k/d⌋+1)-th binary digit of x_{k mod d}, and the cell of
+depth j containing x is the integer formed by the first j bits (most significant first): the Morton
+/ Z-order code. Children of cell c are 2c and 2c+1. A level-j cell has side 2^-⌈(j−i)/d⌉ in
 coordinate i and ℓ∞ diameter 2^-⌊j/d⌋. The partition never depends on the data.
 
 ``max_depth`` caps the tree: it is privacy-neutral (fewer queries are asked), it bounds memory,

@@ -20,8 +20,8 @@ d = 1 (eq. 5.12)
     ``ε_{j,r} = (3/π²) · ε / (j+1)²`` for every r. Cells replay the history (they count data of
     all time levels), so a record of any time level is charged by every level that will ever
     exist: ``pathloss = Σ_{j≥1} ε_j = ε (1/2 − 3/π²) ≈ 0.196 ε``. The dissertation states the
-    total as ε; that is an arithmetic erratum (spec C.9): over two paths the true total is
-    ``(1 − 6/π²) ε ≈ 0.392 ε``, comfortably within ε.
+    total as ε; that is an arithmetic erratum (docs/algorithms.md C.9): over two paths the true
+    total is ``(1 − 6/π²) ε ≈ 0.392 ε``, comfortably within ε.
 
 Levels that can exist
 ---------------------

@@ -327,7 +327,7 @@ def _file_source(path: Path, schema_path: Path | None, time_column: str | None =
                  units: SynthesisSettings | None = None) -> Source:
     """The records of ``path`` under a declared schema, or under the CSV header's columns.
 
-    A schema is never inferred from values (DESIGN §3 "What may depend on the data"): without
+    A schema is never inferred from values (docs/design.md D10): without
     ``--schema`` every column named in the CSV header is a coordinate in [0,1], and a row whose
     value does not parse as a number there is rejected (dead-lettered), never a column dropped.
     NDJSON has no header, so it needs ``--schema``.

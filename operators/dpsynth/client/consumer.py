@@ -8,8 +8,8 @@ re-produced after a worker crash is byte-identical and is dropped) and never yie
 incomplete release (those are counted in :attr:`ReleaseConsumer.rejected` and logged, by
 position only).
 
-The synthetic dataset at any time is the union of the partitions' latest releases (DESIGN §3
-"Scale-out": disjoint partitions compose in parallel): :meth:`ReleaseConsumer.merge_latest`.
+The synthetic dataset at any time is the union of the partitions' latest releases (docs/design.md
+D13: disjoint partitions compose in parallel): :meth:`ReleaseConsumer.merge_latest`.
 
 Ordering: all records of one release share one key and so one topic partition, in order; two
 releases of the same input partition may sit on different topic partitions, so they can arrive

@@ -1,10 +1,10 @@
 """Binary Mechanism: the finite-horizon continual counter inside Sparse Counting (A_sub).
 
-Layer: core. Chan, Shi and Song (2011, Alg 2) as fixed in spec A.5.1 / C.10: horizon T, L = number
-of binary digits of T, one Lap_Z(L/ε) per dyadic node. The noise of node (i, k) — the p-sum of
-length 2^i ending at k·2^i — is derived from (context, stream, event = k·64 + i), so it never has to
-be stored: the output at step m is the exact running total plus the noise of the nodes that
-cover [1, m], which is what lets the level form keep two integers per cell instead of 2L.
+Layer: core. Chan, Shi and Song (2011, Alg 2) as fixed in docs/algorithms.md A.5.1, C.10: horizon T,
+L = number of binary digits of T, one Lap_Z(L/ε) per dyadic node. The noise of node (i, k) — the
+p-sum of length 2^i ending at k·2^i — is derived from (context, stream, event = k·64 + i), so it
+never has to be stored: the output at step m is the exact running total plus the noise of the nodes
+that cover [1, m], which is what lets the level form keep two integers per cell instead of 2L.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def node_noise(
 ) -> np.ndarray:
     """Σ over set bits i of steps[c] of the node noise η(i, steps[c] >> i), per stream c.
 
-    The dyadic decomposition of [1, m] uses node (i, m >> i) for each set bit i of m (spec A.5.1).
+    The dyadic decomposition of [1, m] uses node (i, m >> i) for each set bit i of m
+    (docs/algorithms.md A.5.1).
     """
     streams = np.asarray(streams, dtype=np.uint64)
     steps = np.asarray(steps, dtype=np.int64)
@@ -57,11 +58,11 @@ def node_noise(
 
 
 class BinaryMechanism:
-    """Continual counter with horizon T: Chan–Shi–Song Binary Mechanism (spec A.5.1, C.10).
+    """Continual counter with horizon T: Chan–Shi–Song Binary Mechanism (algorithms A.5.1, C.10).
 
     Error at step m is the sum of popcount(m) independent Lap_Z(L/ε) draws, so
-    Var = popcount(m)·Var(Lap_Z(L/ε)) (reference-numbers §4.2). Inputs are non-negative integers
-    (segment counts, spec C.10); outputs are integers.
+    Var = popcount(m)·Var(Lap_Z(L/ε)) (docs/algorithms.md A.5.1). Inputs are non-negative integers
+    (segment counts, C.10); outputs are integers.
 
     Privacy: ε-DP for a change of one input by ±1 over the whole horizon: each input lies in
     exactly L dyadic nodes, each noised with Lap_Z(L/ε). All noise is keyed by ``context``.

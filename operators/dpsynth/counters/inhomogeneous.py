@@ -2,13 +2,13 @@
 
 Layer: core. Notation of HVZ Alg 3: r = time level, t_r = ⌈2^r/ε⌉ from the *global* ε, r0 the
 starting level, ε_r the budget of level r, S̃ the noisy total of completed levels, c_t the output
-of the level's Sparse Counter. Per level r (spec A.5.3 table): Sparse Counting at ε_r/2 (so its
-threshold and check noise are Lap_Z(4/ε_r), T0 = 18·ln(T_r)/ε_r, its Binary Mechanism runs at
-ε_r/4), and at the level's end S̃ ← S̃ + Σ inputs + Lap_Z(2/ε_r). Output N_t = S̃ + c_t.
+of the level's Sparse Counter. Per level r (docs/algorithms.md A.5.3 table): Sparse Counting at
+ε_r/2 (so its threshold and check noise are Lap_Z(4/ε_r), T0 = 18·ln(T_r)/ε_r, its Binary Mechanism
+runs at ε_r/4), and at the level's end S̃ ← S̃ + Σ inputs + Lap_Z(2/ε_r). Output N_t = S̃ + c_t.
 
-Choices (spec C.1, C.2): data before t_{r0} is never counted; an empty level (t_r = t_{r+1},
-possible when ε > 1) gets no counter and no S̃ noise — it touches no data, so skipping it is
-privacy-neutral. The horizon of level r is its number of ticks T_r (DESIGN §3 "Ticks").
+Choices (docs/algorithms.md C.1, C.2): data before t_{r0} is never counted; an empty level (t_r =
+t_{r+1}, possible when ε > 1) gets no counter and no S̃ noise — it touches no data, so skipping it
+is privacy-neutral. The horizon of level r is its number of ticks T_r (docs/design.md D3).
 """
 
 from __future__ import annotations

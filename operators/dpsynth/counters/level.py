@@ -5,7 +5,7 @@ InhomogeneousSparseCounter` (HVZ Alg 3 = diss. Alg 11, with Alg 2 and the Binary
 inside): cell c uses exactly the noise addresses of a scalar counter with ``stream=c`` and the
 same context, so the two forms release identical values (tested). Per tick only the touched cells
 and the cells whose stored firing check time has come do any work; the rest cost nothing
-(DESIGN §3). Every cell draws its level-end noise, touched or not, so the set of draws never
+(docs/design.md D4). Every cell draws its level-end noise, touched or not, so the set of draws never
 depends on the data.
 
 Per-cell state, 8 int64 = 64 bytes: S̃, the exact total of closed segments, the open count N,
@@ -123,7 +123,8 @@ class LevelCounters:
         self._start_level(self._next_nonempty(start_level))
 
     def _replay(self, history: Sequence[Counts], start_level: int) -> None:
-        """History replay for r0 = 0 (d = 1, spec C.2): S̃ = Σ_{i<start} (count_i + Lap_Z(2/ε_i)).
+        """History replay for r0 = 0 (d = 1, docs/algorithms.md C.2): S̃ = Σ_{i<start} (count_i +
+        Lap_Z(2/ε_i)).
 
         Each past level's noise is drawn at the address a counter running since level 0 would
         have used for its level-end update, so replay and running agree draw for draw. The
@@ -155,7 +156,7 @@ class LevelCounters:
         return r
 
     def _set_level_parameters(self, r: int) -> None:
-        """Public, data-independent parameters of time level r (spec A.5.3 table)."""
+        """Public, data-independent parameters of time level r (docs/algorithms.md A.5.3 table)."""
         eps_r = self.level_epsilon(r)
         if not eps_r > 0:
             raise ConfigError(f"level epsilon at time level r={r} ({eps_r}) must be > 0")

@@ -4,7 +4,7 @@ Layer: core. Notation of HVZ Alg 2: T = horizon (ticks), T0 = 9·ln(T)/ε the pa
 j = segment, N_j = open-segment count, T̃_j = T0 + λ_j the noisy threshold, λ'_t the fresh check
 noise, Ñ the output (latest Binary Mechanism value over closed segments).
 
-Reading fixed here (spec C.5, C.6, DESIGN §3 "Ticks"):
+Reading fixed here (docs/algorithms.md C.5, C.6; docs/design.md D3):
 
 * the threshold test runs at check times τ = 0 … T−1 (C.6: ``t < T``); the test at τ sees the
   inputs of ticks 1 … τ of the open segment; the output of tick τ is emitted *before* the test at
@@ -14,7 +14,7 @@ Reading fixed here (spec C.5, C.6, DESIGN §3 "Ticks"):
   horizon); both caps are functions of public outputs only and are never reached in practice;
 * inputs are non-negative integers per tick; with one record per tick this is Alg 2 verbatim.
 
-Lazy evaluation (DESIGN §3 "Untouched cells cost nothing"): the test at a check time fires
+Lazy evaluation (docs/design.md D4): the test at a check time fires
 with probability q(N) = P(λ' ≥ k), k = ⌊T0⌋ + λ_j − N_j + 1, independently of every other test.
 We simulate these tests by *thinning*: fix a window N ≤ W (W = N + max(1, ⌊T0⌋+λ_j−N−12σ),
 draw candidate check times as a Bernoulli(q(W)) process (geometric gaps, q(W) ≥ q(N) for every
@@ -53,7 +53,7 @@ _RESUME_SLOT = 15
 
 
 def sparse_threshold(epsilon: float, horizon: int) -> float:
-    """T0 = 9·ln(T)/ε (natural log, spec A.5.2); 0 for T = 1."""
+    """T0 = 9·ln(T)/ε (natural log, docs/algorithms.md A.5.2); 0 for T = 1."""
     return 9.0 * math.log(horizon) / epsilon
 
 
@@ -92,7 +92,7 @@ class SparseCounter:
 
     Privacy: ε-DP for a change of one tick's input by ±1 (replacement of one record changes two
     cells' inputs by 1 each, accounted by the caller): the threshold and check noise Lap_Z(2/ε)
-    form the sparse-vector part (ε/2), the Binary Mechanism runs at ε/2 (spec A.5.2).
+    form the sparse-vector part (ε/2), the Binary Mechanism runs at ε/2 (docs/algorithms.md A.5.2).
 
     Parameters
     ----------

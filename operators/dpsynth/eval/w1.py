@@ -1,6 +1,6 @@
 """Wasserstein-1 between empirical measures: exact, a tree upper bound, a sliced lower bound.
 
-Layer: eval. Reference-numbers §4.1 and accuracy-study §1.3. The three estimators bracket the
+Layer: eval. docs/algorithms.md E.1. The three estimators bracket the
 same quantity, W1 between the uniform measures on two point sets ``x`` (n×d) and ``y`` (m×d)
 for a ground metric on R^d (ℓ∞ = ``"chebyshev"`` by default, as kasanhyy/PMM and the accuracy
 study use; ``"euclidean"`` is allowed):
@@ -100,7 +100,7 @@ def w1_exact(
     """Exact W1 between the uniform empirical measures on ``x`` (n×d) and ``y`` (m×d).
 
     For d ≥ 2 this solves the transport LP with POT, ``ot.emd2(a, b, M)`` with a = 1/n,
-    b = 1/m and M the pairwise ``metric`` distances (reference-numbers §4.1: 0.5 s at n = 2000,
+    b = 1/m and M the pairwise ``metric`` distances (docs/algorithms.md E.1: 0.5 s at n = 2000,
     3 s at 4000; M takes 8·n·m bytes). For d = 1 every ℓp metric is |s − t| and the exact
     sorted formula is used (``scipy.stats.wasserstein_distance``), never subsampled.
 
@@ -203,7 +203,7 @@ def w1_tree_upper(
 ) -> float:
     """Tree (ultrametric) upper bound on W1 between the empirical measures of ``x`` and ``y``.
 
-    Points must lie in [0,1]^d. Reference-numbers §4.1 / accuracy-study §1.3, with the leaf
+    Points must lie in [0,1]^d. docs/algorithms.md E.1, with the leaf
     term made exact. Notation: r = ``depth``; level-j cells are those of :mod:`dpsynth.tree`
     (round-robin midpoint splits, Morton addresses from ``route``); D_j = diameter of a level-j
     cell in ``metric`` (ℓ∞: 2^-⌊j/d⌋), non-increasing in j; μ, ν = the empirical measures
@@ -224,7 +224,7 @@ def w1_tree_upper(
                    + (D_r/2)·Σ_{distinct points p} |Δ({p})|.
 
     The leaf term is at most D_r (Σ_p |Δ({p})| ≤ 2), which gives the cruder bound of
-    accuracy-study §1.3 (tree W1 + D_r); it is exactly 0 when the two samples coincide as
+    docs/algorithms.md E.1 (tree W1 + D_r); it is exactly 0 when the two samples coincide as
     multisets, so equal measures give 0. Refining the tree only lowers d_T (a pair that shared
     a level-r cell at cost D_r now costs D_{r+1} ≤ D_r or still D_r), so a larger ``depth`` is
     never looser. All masses are computed exactly in integers (weights +m and −n, divided by
@@ -292,9 +292,9 @@ def iid_floor(
     Definition: draw a random permutation of ``x`` (``seed``); A = its first n points, B = the
     next n; return ``w1_exact(A, B)``. If the rows of ``x`` are i.i.d. from a law P, A and B are
     two *independent* i.i.d. samples of size n from P, so this is exactly the floor of
-    reference-numbers §4.1 ("W1 between two independent i.i.d. samples of size n of the same
+    docs/algorithms.md E.1 ("W1 between two independent i.i.d. samples of size n of the same
     law"), with no shared atoms (a bootstrap resample shares atoms with ``x`` and is
-    optimistic, accuracy-study §1.3). The floor shrinks with n (≈ n^-1/d for d ≥ 3,
+    optimistic, docs/algorithms.md E.1). The floor shrinks with n (≈ n^-1/d for d ≥ 3,
     √(log n / n) for d = 2), so compare a W1 between sets of size t against the floor at
     n = t: with only ``len(x)`` points available the largest n is ``len(x) // 2`` (the
     default), which overstates the size-t floor; when the law is known, use
@@ -342,7 +342,7 @@ def iid_floor_generated(
     ``numpy.random.Generator`` it is given. Each repeat draws two samples from one generator
     seeded by ``seed`` and computes ``w1_exact`` on them in full; the result is the mean over
     ``repeats``. Subsampling would silently give the floor at size ``max_points`` instead of
-    ``n``, so for d ≥ 2 an ``n`` above ``max_points`` is an error. Reference-numbers §4.1
+    ``n``, so for d ≥ 2 an ``n`` above ``max_points`` is an error. docs/algorithms.md E.1
     (ℓ2): uniform on [0,1]², 0.033 at n = 1000, 0.027 at 2000, 0.023 at 4000.
 
     Parameters

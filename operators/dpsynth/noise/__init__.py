@@ -1,6 +1,6 @@
 """Derived noise: every random draw of dpsynth is a function of (secret key, context, address).
 
-Layer: core, the only source of randomness in the DP core (DESIGN §3; docs/privacy.md P2).
+Layer: core, the only source of randomness in the DP core (docs/design.md D5; docs/privacy.md P2).
 :mod:`~dpsynth.noise.keyed` holds :class:`KeyedNoise` (HMAC-SHA256 subkeys, ChaCha20 streams,
 the samplers addressed by (context, stream, event), the public placement seed);
 :mod:`~dpsynth.noise.samplers` the key-free arithmetic (effective scales, tails, variances);

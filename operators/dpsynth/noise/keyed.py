@@ -1,21 +1,20 @@
 """Derived noise: every random draw of dpsynth is a function of (secret key, context, address).
 
-Layer: core. The only source of randomness in the DP core (DESIGN §3 "Noise is derived, never
-re-drawn"; docs/privacy.md P2). A context (a tuple of ints and strings, e.g.
-``("isc", level, time_level, "thr")``) is turned into a 256-bit subkey by HMAC-SHA256 over an
-unambiguous encoding; the subkey keys a ChaCha20 keystream whose nonce is a 64-bit *stream*
-(a cell index) and whose block counter carries a 56-bit *event* (a segment, tick or tree node).
-Draws for different (context, stream, event) use disjoint keystream words, hence are
-independent; the same address always gives the same value, so a replay or a retry can never
-release a differently-noised version of the same count.
+Layer: core. The only source of randomness in the DP core (docs/design.md D5; docs/privacy.md P2). A
+context (a tuple of ints and strings, e.g. ``("isc", level, time_level, "thr")``) is turned into a
+256-bit subkey by HMAC-SHA256 over an unambiguous encoding; the subkey keys a ChaCha20 keystream
+whose nonce is a 64-bit *stream* (a cell index) and whose block counter carries a 56-bit *event* (a
+segment, tick or tree node). Draws for different (context, stream, event) use disjoint keystream
+words, hence are independent; the same address always gives the same value, so a replay or a retry
+can never release a differently-noised version of the same count.
 
 Samplers
 --------
 ``discrete_laplace``
-    **Exact** Lap_Z(σ) (pmf ``(1-p)/(1+p) · p^|z|``, ``p = exp(-1/σ)``, spec A.1), by the
-    algorithm of Canonne, Kamath and Steinke (2020, Alg 2) on exact integer arithmetic. The scale
-    is first rounded *up* to a multiple of 2^-8 (``effective_scale``): more noise, never less, so
-    every privacy statement made for σ holds; at σ ≥ 1 the change is below 0.4 %.
+    **Exact** Lap_Z(σ) (pmf ``(1-p)/(1+p) · p^|z|``, ``p = exp(-1/σ)``, docs/algorithms.md A.1), by
+    the algorithm of Canonne, Kamath and Steinke (2020, Alg 2) on exact integer arithmetic. The
+    scale is first rounded *up* to a multiple of 2^-8 (``effective_scale``): more noise, never less,
+    so every privacy statement made for σ holds; at σ ≥ 1 the change is below 0.4 %.
 ``geometric``
     Number of failures before the first success of Bernoulli(p) trials, by inversion of a 53-bit
     uniform in double precision. Not exact; its deviation is bounded and tested: for every m ≥ 0,
@@ -115,7 +114,7 @@ def _addresses(
 
 
 class KeyedNoise:
-    """Keyed, cryptographically secure source of all privacy noise (DESIGN §3; privacy P2).
+    """Keyed, cryptographically secure source of all privacy noise (docs/design.md D5; privacy P2).
 
     Parameters
     ----------

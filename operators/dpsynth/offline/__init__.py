@@ -2,7 +2,7 @@
 
 Layer: core. Dissertation Alg 4 (:mod:`~dpsynth.offline.pmm`), Alg 1–2
 (:mod:`~dpsynth.offline.psmm`) and Alg 5–9 (:mod:`~dpsynth.offline.lowdim`), with the
-corrections of spec C.13; docs/offline.md and docs/privacy.md P7, P7b.
+corrections of docs/algorithms.md C.13; docs/offline.md and docs/privacy.md P7, P7b.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Layer: core (helpers of :mod:`dpsynth.offline.lowdim`). NumPy's ``@``, ``np.cov`
 Haswell, SkylakeX or Zen kernel at start-up) and sum in a different order on each: the same
 key and input gave low-dimensional releases that differed in the last bits between two
 machines (measured: three different digests of one release under three ``OPENBLAS_CORETYPE``
-values). DESIGN §3 promises byte-identical releases for a replay with the same key, so the
+values). docs/design.md D5 promises byte-identical releases for a replay with the same key, so the
 few products Alg 5–7 need are written out here as plain loops in a fixed order, compiled by
 numba without ``fastmath`` (LLVM then neither reorders nor fuses floating-point operations),
 and give the same bits on every x86-64 CPU. The matrices are d × d with d the data dimension,

@@ -40,7 +40,7 @@ Privacy: ε-DP under **replacement** of one record with n public — the neighbo
 proofs of Prop 4.2 and 4.9 (X_k replaced by X′_k) and of the online engine. Alg 6/7's noise
 scales depend on n, so add/remove neighbours are not covered and are refused. The synthesis
 step sees the projected data, where a replacement changes one point: PMM and PSMM run with
-``neighbours="replace"`` (ε/3 → Lap_Z calibrated to ε/6 per changed cell, spec C.9).
+``neighbours="replace"`` (ε/3 → Lap_Z calibrated to ε/6 per changed cell, docs/algorithms.md C.9).
 
 Byte-identical on every CPU: the covariance, the eigenpairs and the projections are computed in
 a fixed order (:mod:`dpsynth.offline._linalg`), never by BLAS/LAPACK, whose per-CPU kernels

@@ -9,7 +9,8 @@ Lap_Z(σ_j) with the *normalised* magnitudes of (3.7): Δ_j = Σ_{|θ|=j} diam(�
 un-normalised magnitudes of Alg 8 overspend, C.13). The output size m = max(n + λ_∅, 0) is random.
 
 Privacy: ε-DP under add/remove of one record (one cell per level changes, Thm 3.8). Under
-replacement two cells per level change, so ``neighbours="replace"`` runs at ε/2 (spec C.9).
+replacement two cells per level change, so ``neighbours="replace"`` runs at ε/2
+(docs/algorithms.md C.9).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ i.i.d. Lap_Z(1/ε) to every count, read the result as a *signed* measure ν on t
 y_i, replace it by the d_BL-closest probability measure ν̂ on the same points (Alg 2, a linear
 program solved with SciPy's HiGHS) and output copies of the y_i in proportion to ν̂.
 
-Corrections (spec C.13, all applied here)
+Corrections (docs/algorithms.md C.13, all applied here)
 -----------------------------------------
 * Alg 2 as printed lacks the coupling between nodes: its constraint ``Σ_j (u_ij − u'_ij) + v_i
   + τ_i ≥ ν_i`` lets node i cover a deficit without node j giving up mass. Dualising the primal
@@ -39,7 +39,7 @@ Output size: Alg 1 step 5 picks rational r_i ≈ ν̂_i; we round ``n_out·ν̂`
 Privacy: the noisy count vector is ε-DP under **add/remove** of one record (one cell changes by
 1, Prop 3.4); everything after it is post-processing. The text normalises by n, which is not
 public under add/remove; we normalise by the noisy total ``max(Σ_i (n_i + λ_i), 1)``.
-``neighbours="replace"`` (two cells change: the online engine's notion, spec C.9) uses
+``neighbours="replace"`` (two cells change: the online engine's notion, docs/algorithms.md C.9) uses
 Lap_Z(2/ε) and the public n. The grid resolution needs n, private under add/remove: it comes
 from ``side_bits``, a public ``size_hint``, or a noisy n bought with 5 % of ε
 (:func:`dpsynth.offline.pmm.resolution_size`), as for offline PMM's depth.

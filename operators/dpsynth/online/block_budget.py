@@ -14,12 +14,10 @@ from dpsynth.params import PARAMS
 NEIGHBOUR_NOTIONS = PARAMS["neighbours"].values
 CURRENT_SHAPES = PARAMS["current_shape"].values
 #: ``current_shape="steps"``: the share of each block's budget spent on its step summaries, and
-#: the share of that spent on their split decisions (docs/benchmarks.md, "How the defaults
-#: were tuned").
+#: the share of that spent on their split decisions (docs/decisions/0003).
 STEP_SHARE = 0.4
 STEP_STRUCTURE_SHARE = 0.3
-#: ``guided``: the share of each block's budget spent on its time nodes (docs/benchmarks.md,
-#: "How the defaults were tuned").
+#: ``guided``: the share of each block's budget spent on its time nodes (docs/decisions/0003).
 GUIDED_STEP_SHARE = 0.6
 #: ``adaptive``: the share of what a block keeps (after sizes and steps) spent on PrivTree's
 #: split decisions; ``guided`` chooses no structure privately.

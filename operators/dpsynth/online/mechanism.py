@@ -17,7 +17,7 @@ paper's reproduction (docs/benchmarks.md, "Accuracy by mechanism"):
     :class:`~dpsynth.accounting.Schedule`, up to a per-record ε of :data:`PAPER_MAX_EPSILON`.
 
 ``accurate`` (per-level GLS) and ``blocks`` (PMM block summaries) were retired: on the drift
-and concentrated panels neither was the best at any setting.
+and concentrated panels neither was the best at any setting (docs/decisions/0002).
 
 Only this module knows which is which (its registry); ``"auto"`` resolves in
 :func:`resolve_mechanism`.
@@ -40,10 +40,10 @@ from dpsynth.online.guided import GuidedMechanism
 from dpsynth.online.paper import PaperMechanism
 from dpsynth.params import check_library
 
-#: ``mechanism="auto"``: the measured winner (docs/benchmarks.md, "Accuracy by mechanism"), under
-#: both notions and for
-#: every d — guided below a per-record ε of :data:`AUTO_ADAPTIVE_FROM` (adaptive's open block,
-#: seen one step at a time, stops improving with t on drifting streams), adaptive from it on
+#: ``mechanism="auto"``: the measured winner (docs/decisions/0001; docs/benchmarks.md, "Accuracy by
+#: mechanism"), under both notions and for every d — guided below a per-record ε of
+#: :data:`AUTO_ADAPTIVE_FROM` (adaptive's open block, seen one step at a time, stops improving
+#: with t on drifting streams), adaptive from it on
 #: (both reach offline PMM's error there — guided since its summaries pay for PrivTree
 #: refinement from a summary ε of 32 — and adaptive runs faster at d = 1).
 AUTO = "auto"
@@ -144,7 +144,7 @@ def resolve_mechanism(mechanism: str, d: int, neighbours: str, epsilon: float = 
 
 #: ``paper`` above this per-record ε: refused (HVZ Alg 1 opens a level of 2^j cells at every
 #: t_j = ⌈2^j/ε⌉, so at larger ε its cells, and its work per record, run to the tree's depth;
-#: below it, its speed is in docs/benchmarks.md, "Paper mode").
+#: below it, its speed is in docs/benchmarks.md, "Paper mode"; docs/decisions/0002).
 PAPER_MAX_EPSILON = 10.0
 
 

@@ -1,7 +1,7 @@
 """HVZ Alg 1 verbatim as a mechanism: Inhomogeneous Sparse Counting in every cell of every level.
 
-Layer: core. Reading of spec C.0: time levels t_j = ⌈2^j/ε⌉; the cells of depth j ≥ 1 exist from
-t_j on (the prose and proofs, not the printed loop, C.1); each tree level is one
+Layer: core. Reading of docs/algorithms.md C.0: time levels t_j = ⌈2^j/ε⌉; the cells of depth j ≥ 1
+exist from t_j on (the prose and proofs, not the printed loop, C.1); each tree level is one
 :class:`~dpsynth.counters.LevelCounters` running Inhomogeneous Sparse Counting (HVZ Alg 3 = diss.
 Alg 11) with the schedule ε_{j,r} of :mod:`dpsynth.accounting`; for d ≥ 2 a level-j cell starts
 at time level j and never sees earlier data, for d = 1 it replays the history of all completed

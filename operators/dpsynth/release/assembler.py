@@ -48,8 +48,8 @@ class ReleaseAssembler:
     - An end record completes its release: ``add`` returns the :class:`Release` (checked as
       by :func:`decode_release`), exactly once per key.
     - Any record of an already assembled key is dropped silently (``None``): retried releases
-      are byte-identical (DESIGN §3), so a re-delivery is a duplicate. A byte-identical copy of
-      a record already held for a pending release is dropped too (at-least-once delivery).
+      are byte-identical (docs/design.md D5), so a re-delivery is a duplicate. A byte-identical copy
+      of a record already held for a pending release is dropped too (at-least-once delivery).
     - A corrupt release raises :class:`ReleaseIncompleteError` and is discarded, so a later
       complete retry can still be assembled: a record that cannot be decoded, a chunk or end
       without its header (the consumer started mid-release, or the header was lost), two

@@ -3,7 +3,7 @@
 Layer: core. A release travels as msgpack maps (a header, bounded chunks, a checksummed end)
 identified by :class:`ReleaseKey` ``(run_id, partition, sequence)``; encoding is canonical
 (sorted keys, tuples as lists), so equal releases give byte-identical records and consumers drop
-retried ones as duplicates (DESIGN §3, §4). Formats: :mod:`~dpsynth.release.points_v1`,
+retried ones as duplicates (docs/design.md D12, D17). Formats: :mod:`~dpsynth.release.points_v1`,
 :mod:`~dpsynth.release.tabular_v1`.
 """
 

@@ -1,9 +1,9 @@
 """A release: the consistent leaf counts of one tick and the public recipe for its points.
 
-Layer: core. DESIGN §4: the compact form (leaf counts + a public placement seed) is what is
+Layer: core. docs/design.md D17: the compact form (leaf counts + a public placement seed) is what is
 published; the points inside each leaf are a deterministic function of (placement seed, leaf
-index, point index) and never of the data (HVZ Alg 1 "Output"; spec A.5.5, C.11), so any
-consumer that holds a release materialises exactly the same t points. The placement seed is
+index, point index) and never of the data (HVZ Alg 1 "Output"; docs/algorithms.md A.5.5, C.11), so
+any consumer that holds a release materialises exactly the same t points. The placement seed is
 public: it is a ChaCha20 key for *placement* only, derived from the run key by HMAC, so it
 reveals nothing about the noise key.
 """

@@ -1,7 +1,8 @@
 """Release wire format v1: a release as a header, bounded chunks and a checksummed end record.
 
-Layer: core. DESIGN §4. One :class:`~dpsynth.release.model.Release` becomes a sequence of msgpack
-records (``schemas/release.v1.json``, ``schemas/README.md``), each at most ``max_chunk_bytes``:
+Layer: core. docs/design.md D17. One :class:`~dpsynth.release.model.Release` becomes a sequence of
+msgpack records (``schemas/release.v1.json``, ``schemas/README.md``), each at most
+``max_chunk_bytes``:
 
 1. a **header**: ``{"kind": "header", "format": 1, "run_id", "partition", "sequence", "t",
    "depth", "d", "metadata", "placement_seed", "n_chunks", "leaf_encoding": "sparse"}``;
@@ -13,11 +14,11 @@ records (``schemas/release.v1.json``, ``schemas/README.md``), each at most ``max
 
 Encoding is deterministic (fixed key order, metadata keys sorted recursively, tuples written as
 lists): the same release gives byte-identical records, so a retried release is a duplicate that
-consumers drop by (run_id, partition, sequence) — DESIGN §3 "Exactly-once as consumers see it".
+consumers drop by (run_id, partition, sequence) — docs/design.md D12.
 :func:`decode_release` checks everything and raises :class:`ReleaseIncompleteError` on any gap;
 :class:`ReleaseAssembler` does the same for records of many releases interleaved, as a topic's
 consumer sees them. Error messages name record positions, chunk indices, cells and t, never a
-count (STYLE §3.6).
+count (docs/design.md D18).
 
 >>> import numpy as np
 >>> from dpsynth.release.model import Release, check_release

@@ -1,10 +1,9 @@
 """Tabular releases: one synthetic table per step, and its wire format ``tabular.v1``.
 
-Layer: core. The envelope follows :mod:`~dpsynth.release.points_v1` (DESIGN §4): a **header**,
-bounded
-**chunks** of rows and an **end** record carrying the SHA-256 of the header and chunk bytes, all
-msgpack maps identified by ``(run_id, partition, sequence)``. Encoding is deterministic (sorted
-metadata keys), so a retried release is a byte-identical duplicate.
+Layer: core. The envelope follows :mod:`~dpsynth.release.points_v1` (docs/design.md D17): a
+**header**, bounded **chunks** of rows and an **end** record carrying the SHA-256 of the header and
+chunk bytes, all msgpack maps identified by ``(run_id, partition, sequence)``. Encoding is
+deterministic (sorted metadata keys), so a retried release is a byte-identical duplicate.
 
 - header ``{"kind": "header", "format": "tabular.v1", "run_id", "partition", "sequence",
   "step", "p", "n_rows", "width", "metadata", "n_chunks"}``;

@@ -11,8 +11,9 @@ of the run's noise key (:class:`DeadLetterHasher`): the operator, who holds the 
 message to its letter (:func:`dead_letter_digest`); a reader of the topic without the key cannot
 test guesses of a short message against it (docs/privacy.md, "What neither notion covers").
 
-Reasons name the field and the rule broken, never a value (STYLE §3.6): the dead-letter topic
-holds raw records and needs the protection of the raw-events topic, but logs and metrics do not.
+Reasons name the field and the rule broken, never a value (docs/design.md D18): the
+dead-letter topic holds raw records and needs the protection of the raw-events topic, but logs
+and metrics do not.
 
 >>> decode_event(b"\\x81\\xa1x\\x01")
 ([{'x': 1}], None)
@@ -161,7 +162,7 @@ class DeadLetterHasher:
     (docs/privacy.md P2) and the user-id hash's (:mod:`dpsynth.bounding.ids`) under a context of
     its own: neither the key nor the subkey is ever written, and a digest shows nothing of
     either. Without the key a digest cannot be recomputed, so a reader of the dead-letter topic
-    cannot confirm a guessed message (DESIGN §3 "Bad input"; docs/privacy.md).
+    cannot confirm a guessed message (docs/design.md D11; docs/privacy.md).
 
     >>> hasher = DeadLetterHasher(NoiseKey(bytes(32), source="doc"))
     >>> hasher, len(hasher.digest(b"\\x81\\xa1x\\x01"))

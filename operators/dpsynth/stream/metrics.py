@@ -4,7 +4,7 @@ Layer: adapter, on ``prometheus_client`` (a registry per worker): counters, gaug
 histograms, each labelled by input ``partition``. A partition's series are removed when it is
 revoked (:meth:`Metrics.remove_partition`), so a sum over workers never counts a partition twice.
 These are operator metrics: they include counts of dead-lettered and clipped records, which are
-never part of a release (DESIGN §3 "Bad input"); the endpoint needs the protection of the worker
+never part of a release (docs/design.md D11); the endpoint needs the protection of the worker
 itself, not of the synthetic topic.
 
 >>> m = Metrics()

@@ -7,12 +7,12 @@ Layer: adapter, free of Kafka (the :class:`TransactionalSink` protocol is met by
 input offset it covers: every record of every pending release on the synthetic (history)
 topic, the newest release again on the latest view, the dead letters, and the input consumer
 group's offset. A ``read_committed`` reader sees all of it or none of it, and the group offset
-moves with it (DESIGN §3 "Exactly-once as consumers see it"). An aborted transaction (a broker
+moves with it (docs/design.md D12). An aborted transaction (a broker
 failure, a coordinator that timed it out) is retried whole, with the same bytes.
 
-**The latest view** (DESIGN §4, ``docs/operator.md`` "The latest view") is a compacted topic that
-keeps, per (run, input partition), the records of its newest release: each record has its own
-key ``run_id/partition/latest/<position>`` (position 0 the header, the end record last), so
+**The latest view** (docs/design.md D17, ``docs/operator.md`` "The latest view") is a compacted
+topic that keeps, per (run, input partition), the records of its newest release: each record has its
+own key ``run_id/partition/latest/<position>`` (position 0 the header, the end record last), so
 compaction keeps one whole release and no older record of it; when a release has fewer records
 than the one before, the positions beyond it are deleted with tombstones in the same
 transaction. Records go to latest-view partition ``partition mod`` (its partition count), in

@@ -6,7 +6,7 @@ Layer: adapter (confluent-kafka). Releases, their latest view and dead letters l
 (:func:`transactional_id`). Each :meth:`~dpsynth.stream.output.Output.publish` is one Kafka
 transaction: every record it holds *and* the input offset it covers
 (``send_offsets_to_transaction``, in the input consumer group) commit together or not at all
-(DESIGN §3 "Exactly-once as consumers see it"). A worker that takes a partition over (a restart,
+(docs/design.md D12). A worker that takes a partition over (a restart,
 a rebalance, a new pod) initialises a producer with the same id first, which fences the previous
 owner's producer (a zombie can no longer write) and aborts its open transaction at once.
 
@@ -42,9 +42,9 @@ _COMMON: dict[str, Any] = {
     "message.max.bytes": 1_000_000,
     "queue.buffering.max.kbytes": 262_144,
     # A release is a whole dataset (≈ 1 MB at t = 10⁶, mostly small int64 counts): lz4
-    # batches cut the bytes the broker writes and acknowledges ≈ 3× (records/s of the batched
-    # path, docs/benchmarks.md). Transparent to every consumer: the release records' bytes are
-    # unchanged (checksums, golden hashes).
+    # batches cut the bytes the broker writes and acknowledges (docs/decisions/0016).
+    # Transparent to every consumer: the release records' bytes are unchanged (checksums,
+    # golden hashes).
     "compression.type": "lz4",
     "log_level": 4,  # librdkafka warnings and errors only
 }

@@ -23,14 +23,14 @@ Layout (format 2; format 1, without deltas, is still read):
   0);
 - ``user/<16 bytes>`` (privacy unit "user" only, docs/privacy.md P15): one entry per user of
   the partition (:mod:`dpsynth.stream.usercodec`: 2 or 12 bytes under the user's keyed hash).
-  About 30 bytes per user on disk (docs/benchmarks.md §16).
+  About 30 bytes per user on disk (docs/benchmarks.md, "Privacy unit user").
 
 :meth:`PartitionStore.commit` writes a delta and the new manifest, or a new base — compared
 with the previous base chunk by chunk (a memcmp is ~10× cheaper than hashing), only the chunks
 that changed are hashed and written, chunks past a shrunken end and the old deltas deleted —
 in one ``WriteBatch``: RocksDB applies a batch atomically, so after any crash the database holds
-either the previous commit or the new one, never a mix (DESIGN §3 "a tick is applied
-atomically"); the per-user counts that changed go into the same batch, so after a crash no
+either the previous commit or the new one, never a mix (docs/design.md D12: a tick is
+applied atomically); the per-user counts that changed go into the same batch, so after a crash no
 user's stored count is ahead of, or behind, the watermark, and no user can exceed k (P15).
 :meth:`PartitionStore.load` re-checks every chunk and delta hash and the length, applies the
 deltas and checks the result's SHA-256 against the manifest (checked again by the

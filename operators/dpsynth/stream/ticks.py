@@ -1,4 +1,4 @@
-"""Tick markers: public time written into the input partitions (DESIGN §3 "Ticks").
+"""Tick markers: public time written into the input partitions (docs/design.md D3).
 
 Layer: adapter. Every ``DPSYNTH_TICK_SECONDS`` (P) the worker that owns an input partition
 writes one *tick marker* into it. The marker is a message of the raw-events topic like any

@@ -2,8 +2,8 @@
 
 Layer: core. Each counter releases noisy prefix sums of its own input sequence, vectorised over
 ``dim`` cells (a workload's histogram; ``dim = 1`` is the scalar counter). Its clock advances
-only when it is fed (:meth:`feed`), i.e. when its workload is selected (spec §2.3): noise
-addresses are ``(context, stream = cell, event)`` with event ``2τ`` for the in-block item of
+only when it is fed (:meth:`feed`), i.e. when its workload is selected (docs/algorithms.md S.2.3):
+noise addresses are ``(context, stream = cell, event)`` with event ``2τ`` for the in-block item of
 the counter's τ-th input and ``2τ + 1`` for the block sum closed at τ, so the same key gives the
 same noise on replay. All noise is exact discrete Laplace (integer counts).
 

@@ -2,7 +2,7 @@
 
 Layer: core. Each attribute is a finite set, given either by its category labels or by its size
 (integer codes 0..size−1). Records are encoded to int64 codes; a record that does not fit is
-rejected with a reason naming the attribute and the problem, never the value (STYLE §3.6).
+rejected with a reason naming the attribute and the problem, never the value (docs/design.md D18).
 Format: ``schemas/domain.v1.json`` (see ``schemas/README.md``). The Liu et al. (2021) domain
 files (``{"age": 91, ...}``) are read too.
 

@@ -1,6 +1,7 @@
-"""PGM fit (paper 003 §4.2.2; spec §2.6): a graphical model estimated by private-pgm (`mbi`).
+"""PGM fit (paper 003 §4.2.2): a graphical model estimated by private-pgm (`mbi`).
 
 Layer: core; post-processing only (it sees noisy measurements and the model, never data).
+The paper's description and what it leaves open: docs/algorithms.md S.2.6.
 Optional extra: ``pip install 'dpsynth[pgm]'``; ``mbi`` and JAX are imported lazily, here only.
 
 The paper fits ``P_θ(x) = exp(Σ_{C∈𝒞} θ_C(x_C)) / Z`` with private-pgm's proximal (mirror

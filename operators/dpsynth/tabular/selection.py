@@ -1,11 +1,11 @@
 """Workload selection: the exponential mechanism (paper 003 Def 3.8, sign erratum fixed) and the
 public cyclic schedule (docs/tabular.md T2, T18).
 
-Layer: core. Spec §2.2: Def 3.8 prints ``exp(−ε u / 2Δ)``, but Thm 3.10 and Algs 2–3 need the
-mechanism to favour *large* error; we sample ``P(i) ∝ exp(ε · u_i / (2Δ))`` (McSherry–Talwar):
-ε-DP when every utility changes by at most Δ between neighbours. The draw is an inverse-CDF
-lookup of one uniform from :meth:`KeyedNoise.uniform_at` at a caller-given address, so the
-choice is a deterministic function of (key, context, scores).
+Layer: core. docs/algorithms.md S.2.2: Def 3.8 prints ``exp(−ε u / 2Δ)``, but Thm 3.10 and Algs 2–3
+need the mechanism to favour *large* error; we sample ``P(i) ∝ exp(ε · u_i / (2Δ))``
+(McSherry–Talwar): ε-DP when every utility changes by at most Δ between neighbours. The draw is an
+inverse-CDF lookup of one uniform from :meth:`KeyedNoise.uniform_at` at a caller-given address, so
+the choice is a deterministic function of (key, context, scores).
 
 >>> from dpsynth.noise import KeyedNoise
 >>> exponential_mechanism(np.array([0.0, 50.0, 1.0]), 1.0, 1.0, KeyedNoise(bytes(32)), ("doc",))

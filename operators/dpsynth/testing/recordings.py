@@ -72,7 +72,7 @@ def import_to_new_topic(bootstrap: str, recording: str | Path, *, topic: str | N
 @dataclass(frozen=True)
 class SyntheticDataset:
     """The synthetic dataset of a synthetic topic: the union of every input partition's
-    latest release (DESIGN §3 "Scale-out"), as the consumer library merges it.
+    latest release (docs/design.md D13), as the consumer library merges it.
 
     ``points`` are in the units of the recording's record schema when it names one (else in
     [0,1]^d, columns ``x0, x1, …``); ``releases`` maps each input partition to the
