@@ -11,7 +11,7 @@ mechanism's state and the latest release; restoring one with the same key contin
 an uninterrupted run would (tested byte for byte). Under the privacy unit "user" the per-user
 counts may be left out: the worker stores them apart, in the same atomic commit (P15).
 
-Ticks (DESIGN §3): a tick, and a release, every ``release_every`` records (ticks also end
+Ticks (docs/design.md D3): a tick, and a release, every ``release_every`` records (ticks also end
 where the mechanism's time levels end). Step mechanisms also take steps: ``add`` the records,
 ``step`` on a public clock — the only way under add/remove, where the count is private.
 ``max_depth`` caps the tree (privacy-neutral): accuracy plateaus at the leaf diameter.
@@ -72,7 +72,7 @@ class OnlineSynthesizer:
         g ≥ 0 (default 0: every N records). With g > 0, :meth:`extend`'s steps grow with the
         stream to N·2^k ≤ max(N, g·t) records (:func:`~dpsynth.clock.step_records`): a release
         holds O(t) cells at large ε·t, so a fixed N makes the cost per record grow with t,
-        while a growth keeps it bounded (docs/benchmarks.md "Speed at every ε and t").
+        while a growth keeps it bounded (docs/decisions/0015).
         Public (t is public under replacement); step mechanisms only.
     mechanism
         ``"auto"`` (default): ``"guided"`` below a per-record ε of 10³, ``"adaptive"`` from it
@@ -347,7 +347,7 @@ class OnlineSynthesizer:
         return self._last
 
     def metadata(self, depth: int | None = None, size: int | None = None) -> dict[str, Any]:
-        """Public description of the releases (DESIGN §3 "Budget accounting", §4).
+        """Public description of the releases (docs/design.md D9, D17).
 
         ``t`` is the released size: the record count under replacement, the noisy size under
         add/remove (the true count is never published then).

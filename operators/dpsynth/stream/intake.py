@@ -2,7 +2,7 @@
 
 Layer: adapter (confluent-kafka). Why not Faust's agent: Faust wraps every message in an event
 with its own acknowledgement bookkeeping, which caps one-record messages at the rate of a no-op
-agent (≈ 4·10³/s here, docs/benchmarks.md §8), and its aiokafka consumer reads
+agent (docs/benchmarks.md, "Kafka worker"), and its aiokafka consumer reads
 ``read_uncommitted`` outside Faust's exactly-once mode. This loop reads batches of messages with
 librdkafka (``consume(n, timeout)``), groups them by partition and hands them to the
 :class:`~dpsynth.stream.partitions.Operator`; the Faust app keeps the web server and the life cycle.
@@ -13,8 +13,8 @@ Settings that matter, and why (``docs/operator.md`` has the long form):
   never counted; the replay reader reads the same way (:mod:`dpsynth.stream.replay`);
 - ``enable.auto.commit=false``: the input offset of a partition is committed only inside its
   release transactions (``send_offsets_to_transaction`` with this consumer's group metadata,
-  :mod:`dpsynth.stream.output`), with the output it covers (DESIGN §3, exactly-once as consumers
-  see it); this loop never commits an offset itself;
+  :mod:`dpsynth.stream.output`), with the output it covers (docs/design.md D12,
+  exactly-once as consumers see it); this loop never commits an offset itself;
 - static membership (``group.instance.id``, :meth:`WorkerConfig.instance_id`): a restarted
   worker takes its partitions back without a rebalance; rebalance callbacks run in this thread,
   between batches, so a revoked partition's output is published and its state committed and

@@ -3,7 +3,7 @@
 Layer: adapter, free of Faust and Kafka (plain :class:`InputMessage` lists in, a transactional
 sink out: :mod:`dpsynth.stream.output`), so the whole protocol is unit-tested without a broker.
 
-The commit protocol (DESIGN §3 "Exactly-once as consumers see it"), per batch of messages:
+The commit protocol (docs/design.md D12, exactly-once as consumers see it), per batch of messages:
 
 1. Skip every message at or below the in-memory watermark (a replay after a restart).
 2. After a (re)load, if the first new message lies beyond ``watermark + 1`` (the partition came
