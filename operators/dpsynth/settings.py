@@ -1,13 +1,15 @@
-"""The settings models, generated from the declared parameters (:mod:`dpsynth.params`).
+"""The settings models, their fields generated from the declarations (:mod:`dpsynth.params`).
 
 Layer: adapter (pydantic). :class:`SynthesisSettings` holds the synthesis parameters that
 ``dpsynth run`` and the worker share and builds the :class:`~dpsynth.online.OnlineSynthesizer`;
 :class:`WorkerSettings` adds every worker setting (``DPSYNTH_*``), and
 :class:`~dpsynth.stream.settings.WorkerConfig` adds the worker's derived settings to it. No
-field is written here: each comes from its :class:`~dpsynth.params.Param` (type, default,
-rule), so the models cannot drift from the declarations, the commands' options or the docs. A
-bad value is refused with :class:`~dpsynth.errors.ConfigError` naming the variable (or option),
-the value and the rule (never a key: secrets are :class:`~pydantic.SecretStr`).
+field is written by hand: the two blocks marked "generated" are written by
+``python -m dpsynth.params --write`` from each :class:`~dpsynth.params.Param` (type, default,
+rule), so mypy and an IDE see typed fields, and a test fails when a block drifts from the
+declarations (docs/settings.md, "Adding a setting"). A bad value is refused with
+:class:`~dpsynth.errors.ConfigError` naming the variable (or option), the value and the rule
+(never a key: secrets are :class:`~pydantic.SecretStr`).
 """
 
 from __future__ import annotations
@@ -18,17 +20,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
-from pydantic import create_model as _create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dpsynth.errors import ConfigError
+from dpsynth.online.config import OnlineConfig
 from dpsynth.online.synthesizer import OnlineSynthesizer
-from dpsynth.params import PARAMS, PREFIX, REQUIRED, Param
+from dpsynth.params import PARAMS, PREFIX, REQUIRED, shared_params, worker_params
 from dpsynth.schema import Schema
-
-_PY = {"int": int, "float": float, "bool": bool, "text": str, "choice": str, "custom": Any,
-       "path": Path}
 
 
 def env_name(field: str) -> str:
@@ -37,29 +36,27 @@ def env_name(field: str) -> str:
     return param.env if param is not None else PREFIX + field.upper()
 
 
-def _field(param: Param, *, by_engine: bool = False) -> tuple[Any, Any]:
-    """(annotation, FieldInfo) of ``param``; ``by_engine``: unset until the engine is known."""
-    default = None if by_engine and param.engines else param.default
+def rule(name: str, *, by_engine: bool = False) -> BeforeValidator:
+    """The field's check: its declaration's :meth:`~dpsynth.params.Param.parse` (``by_engine``:
+    None passes, until the engine's default fills it)."""
+    parse = PARAMS[name].parse
+    if by_engine:
+        return BeforeValidator(lambda v: None if v is None else parse(v))
+    return BeforeValidator(parse)
+
+
+def declared(name: str, *, by_engine: bool = False) -> Any:
+    """The field's default and alias (its variable) from its declaration."""
+    param = PARAMS[name]
+    default: Any = None if by_engine else param.default
     default = ... if default is REQUIRED else default
-    if param.kind == "secret":
-        return SecretStr | None, Field(default, alias=param.env, repr=False)
-    python: Any = _PY[param.kind]  # a type, or a union of types for pydantic
-    if param.optional or default is None:
-        python = python | None
-    parse = param.parse if not (by_engine and param.engines) else (
-        lambda v, parse=param.parse: None if v is None else parse(v))
-    return Annotated[python, BeforeValidator(parse)], Field(default, alias=param.env)
-
-
-def _fields(params: list[Param], *, by_engine: bool = False) -> dict[str, Any]:
-    return {p.name: _field(p, by_engine=by_engine) for p in params}
+    return Field(default, alias=param.env, repr=param.kind != "secret")
 
 
 #: The synthesis parameters ``dpsynth run`` and the worker share.
-SHARED = [p for p in PARAMS.values()
-          if {"run", "worker"} <= p.scopes and p.group == "synthesis"]
+SHARED = shared_params()
 #: Every other worker setting.
-WORKER_ONLY = [p for p in PARAMS.values() if "worker" in p.scopes and p not in SHARED]
+WORKER_ONLY = worker_params()
 
 
 def option_name(field: str) -> str:
@@ -97,12 +94,25 @@ def config_error(error: ValidationError, fixes: Mapping[str, str] | None = None,
     return ConfigError("; ".join(messages))
 
 
-# a model built at run time from the declarations is a dynamic base to mypy: misc
-class SynthesisSettings(_create_model(  # type: ignore[misc]
-        "_SynthesisFields", __config__=ConfigDict(frozen=True, extra="ignore",
-                                                   populate_by_name=True),
-        **_fields(SHARED))):
+class SynthesisSettings(BaseModel):
     """The online synthesizer's public parameters (``DPSYNTH_EPSILON`` … in the worker)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    # -- generated: synthesis (python -m dpsynth.params --write; edit dpsynth.params) --
+    epsilon: Annotated[float, rule("epsilon")] = declared("epsilon")
+    release_every: Annotated[int, rule("release_every")] = declared("release_every")
+    release_growth: Annotated[float, rule("release_growth")] = declared("release_growth")
+    max_depth: Annotated[int, rule("max_depth")] = declared("max_depth")
+    mechanism: Annotated[str, rule("mechanism")] = declared("mechanism")
+    neighbours: Annotated[str, rule("neighbours")] = declared("neighbours")
+    privacy_unit: Annotated[str, rule("privacy_unit")] = declared("privacy_unit")
+    max_contributions: Annotated[int | None, rule("max_contributions")] = (
+        declared("max_contributions"))
+    max_contributions_per_step: Annotated[int | None, rule("max_contributions_per_step")] = (
+        declared("max_contributions_per_step"))
+    user_column: Annotated[str, rule("user_column")] = declared("user_column")
+    # -- end generated
 
     @classmethod
     def of(cls, *, label: Callable[[str], str] = env_name, **values: Any) -> SynthesisSettings:
@@ -112,18 +122,18 @@ class SynthesisSettings(_create_model(  # type: ignore[misc]
         except ValidationError as e:
             raise config_error(e, label=label) from None
 
-    def synthesizer(self, d: int, key: bytes, *, partition: int = 0,
-                    **options: Any) -> OnlineSynthesizer:
+    def config(self, d: int, **options: Any) -> OnlineConfig:
+        """The resolved :class:`~dpsynth.online.config.OnlineConfig` of these settings and
+        ``d`` (``options``: placement, partition…), checked once by its ``resolve``."""
+        return OnlineConfig.resolve(
+            d, self.epsilon, self.release_every, self.mechanism, self.max_depth,
+            neighbours=self.neighbours, release_growth=self.release_growth,
+            privacy_unit=self.privacy_unit, max_contributions=self.max_contributions,
+            max_contributions_per_step=self.max_contributions_per_step, **options)
+
+    def synthesizer(self, d: int, key: bytes, **options: Any) -> OnlineSynthesizer:
         """The :class:`OnlineSynthesizer` of these settings (``options``: placement, partition…)."""
-        units = {name: value for name, value in (
-            ("privacy_unit", self.privacy_unit), ("max_contributions", self.max_contributions),
-            ("max_contributions_per_step", self.max_contributions_per_step))
-            if value not in (None, "record")}  # the synthesizer checks the combination
-        return OnlineSynthesizer(
-            d, self.epsilon, key, self.release_every, self.mechanism, self.max_depth,
-            partition=partition, neighbours=self.neighbours,
-            release_growth=self.release_growth, **units, **options,
-        )
+        return OnlineSynthesizer.from_config(self.config(d, **options), key)
 
     def user_schema(self, schema: Schema, *, label: Callable[[str], str] = env_name
                     ) -> Schema:
@@ -156,13 +166,76 @@ def bootstrap_of(broker: str) -> str:
     return ",".join(p.split("://", 1)[1] if "://" in p else p for p in parts)
 
 
-# a dynamic base to mypy, as above: misc
-class WorkerSettings(_create_model(  # type: ignore[misc]
-        "_WorkerFields", __base__=(SynthesisSettings, BaseSettings),
-        **_fields([p for p in SHARED if p.engines], by_engine=True), **_fields(WORKER_ONLY))):
+class WorkerSettings(SynthesisSettings, BaseSettings):
     """Every worker setting, read from ``DPSYNTH_`` + its name in upper case; the settings with
     a default per engine are unset (None) until the engine resolves them."""
 
     model_config = SettingsConfigDict(
         env_prefix=PREFIX, frozen=True, extra="ignore", populate_by_name=True,
         case_sensitive=True)
+
+    # -- generated: worker (python -m dpsynth.params --write; edit dpsynth.params) --
+    release_every: Annotated[int | None, rule("release_every", by_engine=True)] = (
+        declared("release_every", by_engine=True))  # type: ignore[assignment]
+    neighbours: Annotated[str | None, rule("neighbours", by_engine=True)] = (
+        declared("neighbours", by_engine=True))  # type: ignore[assignment]
+    tabular_mechanism: Annotated[str, rule("tabular_mechanism")] = declared("tabular_mechanism")
+    tabular_counter: Annotated[str, rule("tabular_counter")] = declared("tabular_counter")
+    tabular_workloads_per_step: Annotated[int | None, rule("tabular_workloads_per_step")] = (
+        declared("tabular_workloads_per_step"))
+    broker: Annotated[str, rule("broker")] = declared("broker")
+    input_topic: Annotated[str, rule("input_topic")] = declared("input_topic")
+    output_topic: Annotated[str, rule("output_topic")] = declared("output_topic")
+    dead_letter_topic: Annotated[str, rule("dead_letter_topic")] = declared("dead_letter_topic")
+    points_format: Annotated[str, rule("points_format")] = declared("points_format")
+    points_topic: Annotated[str, rule("points_topic")] = declared("points_topic")
+    latest_view: Annotated[bool, rule("latest_view")] = declared("latest_view")
+    latest_topic: Annotated[str, rule("latest_topic")] = declared("latest_topic")
+    changelog: Annotated[bool, rule("changelog")] = declared("changelog")
+    state_topic: Annotated[str, rule("state_topic")] = declared("state_topic")
+    engine: Annotated[str, rule("engine")] = declared("engine")
+    schema_file: Annotated[str, rule("schema_file")] = declared("schema_file")
+    domain_file: Annotated[str, rule("domain_file")] = declared("domain_file")
+    tick_seconds: Annotated[float, rule("tick_seconds")] = declared("tick_seconds")
+    run_id: Annotated[str, rule("run_id")] = declared("run_id")
+    key_check_records: Annotated[int, rule("key_check_records")] = declared("key_check_records")
+    input_partitions: Annotated[int, rule("input_partitions")] = declared("input_partitions")
+    user_cache_entries: Annotated[int, rule("user_cache_entries")] = declared("user_cache_entries")
+    data_dir: Annotated[Path, rule("data_dir")] = declared("data_dir")
+    state_dir: Annotated[str, rule("state_dir")] = declared("state_dir")
+    noise_key_hex: SecretStr | None = declared("noise_key_hex")
+    noise_key_file: Annotated[str | None, rule("noise_key_file")] = declared("noise_key_file")
+    web_port: Annotated[int, rule("web_port")] = declared("web_port")
+    web_bind: Annotated[str, rule("web_bind")] = declared("web_bind")
+    group_id: Annotated[str, rule("group_id")] = declared("group_id")
+    group_instance_id: Annotated[str, rule("group_instance_id")] = declared("group_instance_id")
+    dead_letter_prefix_bytes: Annotated[int, rule("dead_letter_prefix_bytes")] = (
+        declared("dead_letter_prefix_bytes"))
+    liveness_timeout_s: Annotated[float, rule("liveness_timeout_s")] = (
+        declared("liveness_timeout_s"))
+    log_level: Annotated[str, rule("log_level")] = declared("log_level")
+    batch_max_events: Annotated[int, rule("batch_max_events")] = declared("batch_max_events")
+    batch_within_s: Annotated[float, rule("batch_within_s")] = declared("batch_within_s")
+    release_linger_s: Annotated[float, rule("release_linger_s")] = declared("release_linger_s")
+    checkpoint_interval_s: Annotated[float, rule("checkpoint_interval_s")] = (
+        declared("checkpoint_interval_s"))
+    state_commit_interval_s: Annotated[float, rule("state_commit_interval_s")] = (
+        declared("state_commit_interval_s"))
+    max_unacked_events: Annotated[int, rule("max_unacked_events")] = declared("max_unacked_events")
+    latest_interval_s: Annotated[float, rule("latest_interval_s")] = declared("latest_interval_s")
+    transaction_timeout_s: Annotated[float, rule("transaction_timeout_s")] = (
+        declared("transaction_timeout_s"))
+    state_chunk_bytes: Annotated[int, rule("state_chunk_bytes")] = declared("state_chunk_bytes")
+    state_sync: Annotated[bool, rule("state_sync")] = declared("state_sync")
+    rocksdb_block_cache_bytes: Annotated[int, rule("rocksdb_block_cache_bytes")] = (
+        declared("rocksdb_block_cache_bytes"))
+    rocksdb_write_buffer_bytes: Annotated[int, rule("rocksdb_write_buffer_bytes")] = (
+        declared("rocksdb_write_buffer_bytes"))
+    release_max_record_bytes: Annotated[int, rule("release_max_record_bytes")] = (
+        declared("release_max_record_bytes"))
+    session_timeout_s: Annotated[float, rule("session_timeout_s")] = declared("session_timeout_s")
+    max_batch_seconds: Annotated[float, rule("max_batch_seconds")] = declared("max_batch_seconds")
+    max_input_message_bytes: Annotated[int, rule("max_input_message_bytes")] = (
+        declared("max_input_message_bytes"))
+    crash_at: Annotated[Any | None, rule("crash_at")] = declared("crash_at")
+    # -- end generated

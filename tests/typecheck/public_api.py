@@ -27,6 +27,8 @@ from dpsynth.client import ReleaseConsumer
 from dpsynth.clock import TickClock
 from dpsynth.counters import LevelCounters
 from dpsynth.noise import KeyedNoise
+from dpsynth.online.config import OnlineConfig
+from dpsynth.settings import SynthesisSettings
 from dpsynth.tabular.domain import Attribute, Domain
 
 
@@ -48,6 +50,18 @@ def online_extend() -> list[int]:
     assert_type(releases, list[Release])
     assert_type(synth.tick(), Release | None)
     return [r.t for r in releases]
+
+
+def online_config() -> float:
+    config = OnlineConfig.resolve(2, 1.0, 1000, privacy_unit="user", max_contributions=4)
+    assert_type(config.record_epsilon, float)
+    assert_type(config.max_contributions, int | None)
+    synth = OnlineSynthesizer.from_config(config, bytes(32))
+    assert_type(synth.config, OnlineConfig)
+    settings = SynthesisSettings.of(epsilon=1.0)
+    assert_type(settings.epsilon, float)  # the settings' fields are typed (issue 45)
+    assert_type(settings.max_contributions, int | None)
+    return settings.config(2).record_epsilon
 
 
 def counters() -> tuple[int, ...]:

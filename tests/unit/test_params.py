@@ -155,3 +155,87 @@ def test_a_parameter_reads_text_and_refuses_with_its_rule() -> None:
             PARAMS[name].parse(value)
     assert PARAMS["web_port"].describe() == "must be an integer in [1, 65535]"
     assert PARAMS["noise_key_hex"].env == PREFIX + "NOISE_KEY"
+
+
+def test_the_settings_fields_are_generated_from_the_declarations() -> None:
+    """The typed fields of dpsynth/settings.py are the generator's (python -m dpsynth.params
+    --write): mypy sees each setting, and none is declared twice."""
+    from dpsynth.params.fields import BLOCKS, generated_blocks, settings_fields
+
+    text = (ROOT / "operators" / "dpsynth" / "settings.py").read_text(encoding="utf-8")
+    blocks = generated_blocks(text)
+    assert sorted(blocks) == sorted(BLOCKS)
+    for name in BLOCKS:
+        assert blocks[name] == settings_fields(name), "regenerate: python -m dpsynth.params --write"
+
+
+def test_the_online_config_has_a_field_per_library_parameter() -> None:
+    """OnlineConfig holds every parameter the online synthesizer takes (plus d, schedule and
+    the derived per-record ε), so a new library parameter fails here until it is resolved."""
+    from dataclasses import fields
+
+    from dpsynth.online.config import OnlineConfig
+
+    declared = {p.library_name for p in PARAMS.values()
+                if "library" in p.scopes and p.group == "synthesis"}
+    assert {f.name for f in fields(OnlineConfig)} == declared | {"d", "schedule",
+                                                                  "record_epsilon"}
+    signature = set(inspect.signature(OnlineConfig.resolve).parameters)
+    assert signature == set(inspect.signature(OnlineSynthesizer).parameters) - {"key"}
+
+
+class _Spy:
+    """Counts the checks of ε: its declaration's rule, and the accounting's own check."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import dpsynth.accounting._checks as checks
+        import dpsynth.accounting.units as units
+
+        self.rule = self.accounting = 0
+        check, account = Param.check, checks._check_epsilon
+
+        def rule(param: Param, value: object, label: str | None = None) -> object:
+            self.rule += param.name == "epsilon"
+            return check(param, value, label)
+
+        def accounting(value: object) -> float:
+            self.accounting += 1
+            return account(value)
+
+        monkeypatch.setattr(Param, "check", rule)
+        for module in (checks, units):
+            monkeypatch.setattr(module, "_check_epsilon", accounting)
+
+
+@pytest.mark.parametrize("unit", [{}, {"privacy_unit": "user", "max_contributions": 4}])
+def test_epsilon_is_checked_once_by_the_library(monkeypatch: pytest.MonkeyPatch,
+                                                unit: dict[str, object]) -> None:
+    spy = _Spy(monkeypatch)
+    synth = OnlineSynthesizer(d=2, epsilon=1.0, key=KEY, release_every=10, **unit)
+    assert (spy.rule, spy.accounting) == (1, 0)
+    assert synth.config.epsilon == 1.0 and synth.epsilon == 1.0
+
+
+def test_epsilon_is_checked_once_by_the_run_command(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    """dpsynth run: the option reads the text (Param.parse), the configuration checks it once
+    (Param.check); nothing downstream checks it again."""
+    from click.testing import CliRunner
+
+    monkeypatch.setenv("DPSYNTH_STATE_DIR", str(tmp_path / "state"))
+    spy = _Spy(monkeypatch)
+    result = CliRunner().invoke(main, ["run", "--points", "300", "--release-every", "10",
+                                       "--epsilon", "2", "--privacy-unit", "user",
+                                       "--max-contributions", "2", "--no-report",
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (spy.rule, spy.accounting) == (1, 0)
+
+
+def test_epsilon_is_checked_once_by_the_worker_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpsynth.settings import SynthesisSettings
+
+    settings = SynthesisSettings.of(epsilon="1.5")  # the parser reads the text (Param.parse)
+    spy = _Spy(monkeypatch)
+    settings.synthesizer(2, KEY)
+    assert (spy.rule, spy.accounting) == (1, 0)

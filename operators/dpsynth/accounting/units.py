@@ -24,7 +24,7 @@ from dpsynth.params import PARAMS
 #: ``privacy_unit`` values: a record (event-level), or a user (all of one user's records).
 PRIVACY_UNITS = PARAMS["privacy_unit"].values
 
-__all__ = ["PRIVACY_UNITS", "record_epsilon", "user_level_loss"]
+__all__ = ["PRIVACY_UNITS", "group_loss", "record_epsilon", "user_level_loss"]
 
 
 def record_epsilon(epsilon: float, max_contributions: int) -> float:
@@ -45,7 +45,13 @@ def user_level_loss(record_loss: float, max_contributions: int, *, epsilon: floa
         When k · record_loss exceeds ε, naming both and the fix.
     """
     epsilon = _check_epsilon(epsilon)
-    k = _check_level("max_contributions", max_contributions, 1)
+    return group_loss(record_loss, _check_level("max_contributions", max_contributions, 1),
+                      epsilon)
+
+
+def group_loss(record_loss: float, k: int, epsilon: float) -> float:
+    """:func:`user_level_loss` of arguments checked already (an ``int`` k ≥ 1, a finite ε > 0:
+    :class:`~dpsynth.online.config.OnlineConfig` checked them): the loss check alone."""
     loss = k * float(record_loss)  # privacy: P15 (group privacy over k bounded records)
     if loss > epsilon * (1 + _BUDGET_RTOL):
         shown, limit = _fmt_pair(loss, epsilon)

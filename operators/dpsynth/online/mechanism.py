@@ -20,25 +20,28 @@ paper's reproduction (docs/benchmarks.md, "Accuracy by mechanism"):
 and concentrated panels neither was the best at any setting (docs/decisions/0002).
 
 Only this module knows which is which (its registry); ``"auto"`` resolves in
-:func:`resolve_mechanism`.
+:func:`resolve_mechanism`. The arguments are checked once, before any of this runs, by
+:meth:`OnlineConfig.resolve <dpsynth.online.config.OnlineConfig.resolve>`; a builder reads the
+resolved configuration unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dpsynth._types import CellIds, LeafCounts
-from dpsynth.accounting import Schedule, paper_schedule, record_epsilon
+from dpsynth.accounting import paper_schedule
 from dpsynth.clock import TickClock
-from dpsynth.errors import ConfigError
 from dpsynth.noise import KeyedNoise
 from dpsynth.online.block_budget import NEIGHBOUR_NOTIONS
 from dpsynth.online.blocks import AdaptiveMechanism
 from dpsynth.online.guided import GuidedMechanism
 from dpsynth.online.paper import PaperMechanism
-from dpsynth.params import check_library
+
+if TYPE_CHECKING:
+    from dpsynth.online.config import OnlineConfig
 
 #: ``mechanism="auto"``: the measured winner (docs/decisions/0001; docs/benchmarks.md, "Accuracy by
 #: mechanism"), under both notions and for every d — guided below a per-record ε of
@@ -50,10 +53,8 @@ AUTO = "auto"
 #: The per-record ε from which ``auto`` is adaptive (public: the configuration decides it).
 AUTO_ADAPTIVE_FROM = 1000.0
 
-__all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "PAPER_MAX_EPSILON", "Mechanism",
-           "MechanismArgs",
-           "check_arguments", "make_mechanism", "per_record_epsilon", "resolve_mechanism",
-           "step_mechanisms", "takes_steps"]
+__all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "PAPER_MAX_EPSILON", "Builder",
+           "Mechanism", "make_mechanism", "resolve_mechanism", "step_mechanisms", "takes_steps"]
 
 
 class Mechanism(Protocol):
@@ -103,37 +104,6 @@ class Mechanism(Protocol):
         """Inverse of :meth:`state`."""
 
 
-def check_arguments(d: int, mechanism: str, schedule: Schedule | None, max_depth: int,
-                    placement: str, neighbours: str, epsilon: float = 1.0) -> str:
-    """Check the synthesizer's structural arguments; the concrete mechanism's name.
-
-    A custom ε allocation (``schedule``) with ``mechanism="auto"`` runs HVZ Alg 1 (``paper``).
-    """
-    if not isinstance(d, int) or d < 1:
-        raise ConfigError(f"d ({d!r}) must be an integer >= 1")
-    if not isinstance(mechanism, str):
-        raise ConfigError(f"mechanism ({mechanism!r}) must be a name; pass an ε allocation "
-                          "as schedule=... with mechanism='paper'")
-    if schedule is not None and not isinstance(schedule, Schedule):
-        raise ConfigError(f"schedule ({schedule!r}) must be a dpsynth.accounting.Schedule; "
-                          "the algorithm is chosen by mechanism=...")
-    if schedule is not None and mechanism == AUTO:
-        mechanism = "paper"  # a custom ε allocation runs HVZ Alg 1
-    check_library({}, max_depth=max_depth, placement=placement, mechanism=mechanism)
-    return resolve_mechanism(mechanism, d, neighbours, epsilon)
-
-
-def per_record_epsilon(epsilon: Any, privacy_unit: str, max_contributions: Any) -> float:
-    """The ε one record is protected at (ε/k for the unit "user"), for ``auto``'s choice only;
-    0 when the arguments are invalid (they are rejected later, with their own messages)."""
-    try:
-        if privacy_unit == "user":
-            return record_epsilon(epsilon, max_contributions)
-        return float(epsilon)
-    except (ConfigError, TypeError, ValueError):
-        return 0.0
-
-
 def resolve_mechanism(mechanism: str, d: int, neighbours: str, epsilon: float = 1.0) -> str:
     """The concrete mechanism of ``"auto"`` at per-record ``epsilon`` (:data:`AUTO`); any other
     value unchanged."""
@@ -148,53 +118,37 @@ def resolve_mechanism(mechanism: str, d: int, neighbours: str, epsilon: float = 
 PAPER_MAX_EPSILON = 10.0
 
 
-@dataclass(frozen=True)
-class MechanismArgs:
-    """What the factory gives a mechanism's builder (checked before it is called)."""
-
-    d: int
-    epsilon: float  # per record
-    noise: KeyedNoise
-    clock: TickClock
-    context: tuple[int | str, ...]  # ("dpsynth", "partition", p): the builder appends its own
-    max_depth: int
-    neighbours: str
-    schedule: Schedule | None
-    current_shape: str
+#: A mechanism's builder: the resolved configuration (checked: nothing is checked again),
+#: the run's keyed noise, the synthesizer's clock; the noise context starts
+#: ("dpsynth", "partition", p) and the builder appends its own.
+Builder = Callable[["OnlineConfig", KeyedNoise, TickClock], Mechanism]
 
 
-def _guided(a: MechanismArgs) -> Mechanism:
-    budget = GuidedMechanism.budget_for(a.epsilon, a.neighbours)  # privacy: P16
-    return GuidedMechanism(a.d, budget, a.noise, (*a.context, "guided"), a.max_depth)
+def _context(c: OnlineConfig) -> tuple[int | str, ...]:
+    return ("dpsynth", "partition", c.partition)
 
 
-def _adaptive(a: MechanismArgs) -> Mechanism:
-    budget = AdaptiveMechanism.budget_for(a.epsilon, a.neighbours, a.current_shape)  # P9
-    return AdaptiveMechanism(a.d, budget, a.noise, (*a.context, "adaptive"), a.max_depth,
-                             a.current_shape)
+def _guided(c: OnlineConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
+    budget = GuidedMechanism.budget_for(c.record_epsilon, c.neighbours)  # privacy: P16
+    return GuidedMechanism(c.d, budget, noise, (*_context(c), "guided"), c.max_depth)
 
 
-def _paper(a: MechanismArgs) -> Mechanism:
-    if a.epsilon > PAPER_MAX_EPSILON:
-        raise ConfigError(
-            f"mechanism='paper' runs up to a per-record ε of {PAPER_MAX_EPSILON:g} (here "
-            f"{a.epsilon:g}): HVZ Alg 1 opens 2^j cells at t_j = 2^j/ε, so above it every record "
-            "pays for cells down to the tree's depth; use mechanism='auto' (offline PMM's "
-            "error at large ε), or a smaller ε to reproduce the paper")
-    schedule = a.schedule
-    if schedule is None:
-        schedule = paper_schedule(a.d, a.epsilon)
-    elif schedule.d != a.d or schedule.epsilon != float(a.epsilon):
-        raise ConfigError(
-            f"schedule '{schedule.name}' is for d={schedule.d}, epsilon={schedule.epsilon}; "
-            f"build it with d={a.d}, epsilon={a.epsilon}"
-        )
-    return PaperMechanism(a.d, schedule, a.clock, a.noise, (*a.context, "cells"), a.max_depth)
+def _adaptive(c: OnlineConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
+    budget = AdaptiveMechanism.budget_for(c.record_epsilon, c.neighbours,
+                                          c.current_shape)  # privacy: P9
+    return AdaptiveMechanism(c.d, budget, noise, (*_context(c), "adaptive"), c.max_depth,
+                             c.current_shape)
+
+
+def _paper(c: OnlineConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
+    # the per-record ε (≤ PAPER_MAX_EPSILON) and a given schedule's d and ε: OnlineConfig
+    schedule = c.schedule if c.schedule is not None else paper_schedule(c.d, c.record_epsilon)
+    return PaperMechanism(c.d, schedule, clock, noise, (*_context(c), "cells"), c.max_depth)
 
 
 @dataclass(frozen=True)
 class _Entry:
-    build: Callable[[MechanismArgs], Mechanism]
+    build: Builder
     steps: bool  # time is public steps (any notion); else record counts (replacement only)
 
 
@@ -218,38 +172,11 @@ def takes_steps(mechanism: str) -> bool:
     return mechanism == AUTO or _REGISTRY[mechanism].steps
 
 
-def make_mechanism(
-    mechanism: str,
-    *,
-    d: int,
-    epsilon: float,
-    noise: KeyedNoise,
-    clock: TickClock,
-    partition: int,
-    max_depth: int,
-    neighbours: str,
-    schedule: Schedule | None = None,
-    current_shape: str = "steps",
-) -> Mechanism:
-    """Build the named mechanism, its budget checked (raises before anything is counted).
-
-    ``schedule`` is the ε allocation of ``mechanism="paper"`` (default: HVZ eq. (5.3) for
-    d ≥ 2, (5.12) for d = 1).
+def make_mechanism(config: OnlineConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
+    """Build the configuration's mechanism, its budget checked (raises before anything is
+    counted). ``config`` comes from :meth:`OnlineConfig.resolve
+    <dpsynth.online.config.OnlineConfig.resolve>`, which checked every argument and
+    combination; the builder reads it unchanged (``paper``'s ε allocation: ``config.schedule``,
+    default HVZ eq. (5.3) for d ≥ 2, (5.12) for d = 1).
     """
-    if neighbours not in NEIGHBOUR_NOTIONS:
-        raise ConfigError(f"neighbours ({neighbours!r}) must be one of {NEIGHBOUR_NOTIONS}")
-    if mechanism not in MECHANISMS:
-        raise ConfigError(f"mechanism ({mechanism!r}) must be one of {(AUTO, *MECHANISMS)}")
-    if neighbours == "add_remove" and not _REGISTRY[mechanism].steps:
-        steps = step_mechanisms()
-        raise ConfigError(
-            f"neighbours='add_remove' needs mechanism={', '.join(map(repr, steps[:-1]))} or "
-            f"{steps[-1]!r}: the time levels of the other mechanisms count records, and the "
-            "record count is private under add/remove (docs/privacy.md P9)"
-        )
-    if schedule is not None and mechanism != "paper":
-        raise ConfigError(f"schedule (an ε allocation) applies to mechanism='paper' only, not "
-                          f"{mechanism!r}; drop it")
-    return _REGISTRY[mechanism].build(MechanismArgs(
-        d, epsilon, noise, clock, ("dpsynth", "partition", partition), max_depth, neighbours,
-        schedule, current_shape))
+    return _REGISTRY[config.mechanism].build(config, noise, clock)

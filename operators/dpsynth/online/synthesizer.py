@@ -32,16 +32,10 @@ from dpsynth.consistency import MAX_COUNT
 from dpsynth.contract import refuse_count_steps, tick_ends_step
 from dpsynth.errors import ConfigError, StateCorruptError
 from dpsynth.noise import KeyedNoise
-from dpsynth.online.mechanism import (
-    AUTO,
-    Mechanism,
-    check_arguments,
-    make_mechanism,
-    per_record_epsilon,
-    step_mechanisms,
-)
-from dpsynth.online.users import UserLevel, check_unit, refuse_users
-from dpsynth.params import DEFAULT_MAX_DEPTH, check_library
+from dpsynth.online.config import OnlineConfig
+from dpsynth.online.mechanism import AUTO, Mechanism, make_mechanism, step_mechanisms
+from dpsynth.online.users import UserLevel, refuse_users
+from dpsynth.params import DEFAULT_MAX_DEPTH
 from dpsynth.release import RELEASE_SCHEMA_VERSION, Release
 from dpsynth.state import pack_state, unpack_state
 from dpsynth.tree import route, validate_points
@@ -130,50 +124,42 @@ class OnlineSynthesizer:
         max_contributions: int | None = None,
         max_contributions_per_step: int | None = None,
     ) -> None:
-        name = check_arguments(d, mechanism, schedule, max_depth, placement, neighbours,
-                               per_record_epsilon(epsilon, privacy_unit, max_contributions))
-        check_library({}, epsilon=epsilon, release_every=release_every, neighbours=neighbours,
-                      privacy_unit=privacy_unit, max_contributions=max_contributions,
-                      max_contributions_per_step=max_contributions_per_step,
-                      current_shape=current_shape, partition=partition,
-                      release_growth=release_growth)
-        check_unit(privacy_unit, max_contributions, max_contributions_per_step, neighbours, name,
-                   step_mechanisms())
-        self.d = d
-        self.epsilon = float(epsilon)
-        self.release_every = release_every
-        self.release_growth = float(release_growth)
-        self.max_depth = max_depth
-        self.placement = placement
-        self.partition = int(partition)
-        self.neighbours = neighbours
-        self.current_shape = current_shape
-        self.privacy_unit = privacy_unit
+        self._setup(OnlineConfig.resolve(
+            d, epsilon, release_every, mechanism, max_depth, placement=placement,
+            partition=partition, schedule=schedule, neighbours=neighbours,
+            current_shape=current_shape, release_growth=release_growth,
+            privacy_unit=privacy_unit, max_contributions=max_contributions,
+            max_contributions_per_step=max_contributions_per_step), key)
+
+    @classmethod
+    def from_config(cls, config: OnlineConfig, key: bytes) -> OnlineSynthesizer:
+        """The synthesizer of a resolved :class:`~dpsynth.online.config.OnlineConfig` (what
+        the commands and the worker build; the keyword constructor builds one too)."""
+        self = cls.__new__(cls)
+        self._setup(config, key)
+        return self
+
+    def _setup(self, config: OnlineConfig, key: bytes) -> None:
+        """Build from ``config`` (checked once, by :meth:`OnlineConfig.resolve`)."""
+        self.config = config
+        self.d = config.d
+        self.epsilon = config.epsilon
+        self.release_every = config.release_every
+        self.release_growth = config.release_growth
+        self.max_depth = config.max_depth
+        self.placement = config.placement
+        self.partition = config.partition
+        self.neighbours = config.neighbours
+        self.current_shape = config.current_shape
+        self.privacy_unit = config.privacy_unit
         self._noise = KeyedNoise(key)
         self.users: UserLevel | None = None
-        if privacy_unit != "record":  # privacy: P15 (check_unit refused "user" without k)
-            assert max_contributions is not None
-            self.users = UserLevel(self.epsilon, max_contributions, max_contributions_per_step,
-                                   self._noise)
-        record_epsilon = self.epsilon if self.users is None else self.users.record_epsilon
-        self.clock = TickClock(epsilon=record_epsilon, release_every=release_every)
-        self._mechanism: Mechanism = make_mechanism(
-            name, d=d, epsilon=record_epsilon,
-            noise=self._noise, clock=self.clock, partition=self.partition, max_depth=max_depth,
-            neighbours=neighbours, schedule=schedule,
-            current_shape=current_shape,
-        )
+        if config.max_contributions is not None:  # privacy: P15 (the unit "user")
+            self.users = UserLevel(config.epsilon, config.max_contributions,
+                                   config.max_contributions_per_step, self._noise)
+        self.clock = TickClock(epsilon=config.record_epsilon, release_every=self.release_every)
+        self._mechanism: Mechanism = make_mechanism(config, self._noise, self.clock)
         self.mechanism = self._mechanism.name
-        if self.release_growth and self._mechanism.counts_records:
-            steps = ", ".join(step_mechanisms())
-            raise ConfigError(f"release_growth needs a step mechanism ({steps}); "
-                              f"{self.mechanism!r} counts records on fixed time levels: "
-                              "leave release_growth at 0 or choose a step mechanism")
-        if self.release_growth and neighbours == "add_remove":  # privacy: P9, P11
-            raise ConfigError("release_growth grows steps counted in records, and under "
-                              "neighbours='add_remove' the count is private: a step ends only "
-                              "at step() on a public clock. Leave release_growth at 0 (tick "
-                              "less often as the stream grows) or use neighbours='replace'")
         self.worst_case_loss = self._mechanism.worst_case_loss
         if self.users is not None:  # privacy: P15 (k × the per-record loss, ≤ ε)
             self.worst_case_loss = self.users.loss(self.worst_case_loss)

@@ -6,7 +6,9 @@ records of each user count, at most c per step if capped), the keyed id hash, an
 accounting — the mechanism runs at the per-record budget ε/k and its checked per-record loss,
 times k, must not exceed ε (:func:`~dpsynth.accounting.units.user_level_loss`).
 
-Which combinations are sound: under add/remove a user's records may be removed from any steps,
+Its arguments are checked once, by :meth:`OnlineConfig.resolve
+<dpsynth.online.config.OnlineConfig.resolve>`, which also refuses the unsound combinations:
+under add/remove a user's records may be removed from any steps,
 so time must be public steps (``guided``, ``adaptive``); ``paper`` counts time in records,
 which is public only under replacement, where the user-to-position map is public too
 (docs/privacy.md P9, P15).
@@ -19,35 +21,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dpsynth.accounting import PRIVACY_UNITS, record_epsilon, user_level_loss
+from dpsynth.accounting.units import group_loss
 from dpsynth.bounding import ContributionBounds, UserHasher, UserKeys
 from dpsynth.errors import ConfigError, SchemaError
 from dpsynth.noise import KeyedNoise
-
-
-def check_unit(privacy_unit: str, max_contributions: int | None, per_step: int | None,
-               neighbours: str, mechanism: str, step_mechanisms: tuple[str, ...]) -> None:
-    """Refuse an unknown unit, a bound without the user unit, or an unsound combination
-    (``step_mechanisms``: the mechanisms whose time is public steps)."""
-    if privacy_unit not in PRIVACY_UNITS:
-        raise ConfigError(f"privacy_unit ({privacy_unit!r}) must be one of {PRIVACY_UNITS}")
-    if privacy_unit == "record":
-        if max_contributions is not None or per_step is not None:
-            raise ConfigError("max_contributions bounds the records of a user: it needs "
-                              "privacy_unit='user' (and a declared user id); drop it, or set "
-                              "privacy_unit='user'")
-        return
-    if max_contributions is None:
-        raise ConfigError("privacy_unit='user' needs max_contributions=k, the records of one "
-                          "user counted over the whole stream (later ones are dropped), e.g. 16")
-    if neighbours == "add_remove" and mechanism not in step_mechanisms:  # privacy: P15
-        steps = ", ".join(map(repr, step_mechanisms[:-1])) + f" or {step_mechanisms[-1]!r}"
-        raise ConfigError(
-            f"privacy_unit='user' with neighbours='add_remove' and mechanism={mechanism!r} is "
-            "not sound: its time levels count records, and removing a user's records moves "
-            f"every later level boundary. Combinations that work: mechanism {steps} with "
-            "either notion, or the others with neighbours='replace' (docs/privacy.md P15)"
-        )
 
 
 class _Feed(Protocol):
@@ -87,14 +64,14 @@ class UserLevel:
         self.max_contributions = max_contributions
         self.per_step = per_step
         self.epsilon = float(epsilon)
-        self.record_epsilon = record_epsilon(epsilon, max_contributions)
+        self.record_epsilon = self.epsilon / max_contributions  # as OnlineConfig's (P15)
         self._hasher = UserHasher(noise)
         #: Which records of the latest ``extend``/``add`` call counted (for evaluation tools).
         self.last_admitted = np.zeros(0, bool)
 
     def loss(self, record_loss: float) -> float:
         """The checked user-level loss k · ``record_loss`` (BudgetExceededError above ε)."""
-        return user_level_loss(record_loss, self.max_contributions, epsilon=self.epsilon)
+        return group_loss(record_loss, self.max_contributions, self.epsilon)
 
     def keys(self, users: Sequence[Any] | np.ndarray | None, n: int) -> UserKeys:
         """The keyed hashes of one id per record (``users``: ids, or (n, 2) uint64 hashes)."""

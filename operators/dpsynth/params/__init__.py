@@ -38,7 +38,7 @@ __all__ = [
     "SCOPES", "CurrentShape", "Engine", "Estimator", "Fit", "LogLevel", "MechanismName",
     "Neighbours", "OfflineMechanism", "Param", "Placement", "PointsFormat", "PrivacyUnit",
     "Selection", "TabularCounter", "TabularMechanism", "check_library", "in_scope",
-    "settings_table",
+    "settings_table", "shared_params", "worker_params",
 ]
 
 
@@ -48,6 +48,18 @@ def check_library(names: dict[str, str], **values: object) -> None:
     :class:`~dpsynth.errors.ConfigError` naming the first argument that breaks its rule."""
     for keyword, value in values.items():
         PARAMS[names.get(keyword, keyword)].check(value, keyword)
+
+
+def shared_params() -> list[Param]:
+    """The synthesis parameters ``dpsynth run`` and the worker share (``SynthesisSettings``)."""
+    return [p for p in PARAMS.values() if {"run", "worker"} <= p.scopes
+            and p.group == "synthesis"]
+
+
+def worker_params() -> list[Param]:
+    """Every other worker setting (``WorkerSettings`` adds them)."""
+    shared = shared_params()
+    return [p for p in PARAMS.values() if "worker" in p.scopes and p not in shared]
 
 
 def in_scope(scope: str) -> list[Param]:
@@ -72,6 +84,21 @@ def settings_table() -> str:
         "(`python -m dpsynth.params > docs/settings.md`; a test fails when this page, a",
         "command's options or the worker's settings drift from it). The worker reads",
         "`DPSYNTH_` + the name in upper case; the commands take `--` + the name with dashes.",
+        "",
+        "## Adding a setting",
+        "",
+        "Declare it once, as a `Param` in `dpsynth/params/synthesis.py` (a synthesis",
+        "parameter) or `dpsynth/params/worker.py` (a worker setting): name, kind, default,",
+        "bounds or choices (a `StrEnum` in `dpsynth/params/choices.py`), scopes (who takes",
+        "it), help and, if it touches privacy, its note. Then run",
+        "`python -m dpsynth.params --write > docs/settings.md`: it regenerates this page and",
+        "the typed fields of the settings models (`dpsynth/settings.py`). What follows from the",
+        "declaration alone: the commands' option (`--name`, its type, default and rule), the",
+        "worker's variable (`DPSYNTH_` + the name), its check and its error message. A synthesis",
+        "parameter the library takes is also a field of `OnlineConfig`",
+        "(`dpsynth/online/config.py`), checked once in `OnlineConfig.resolve` and read from",
+        "there by the synthesizer and its mechanisms: add the field and its check there.",
+        "`tests/unit/test_params.py` fails until every part agrees with the declaration.",
         "",
     ]
     titles = {"synthesis": "Synthesis", "tabular": "Tabular streams",

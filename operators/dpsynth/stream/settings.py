@@ -83,8 +83,8 @@ class WorkerConfig(WorkerSettings):
         return load_noise_key({"DPSYNTH_NOISE_KEY": secret,
                                "DPSYNTH_NOISE_KEY_FILE": self.noise_key_file or ""})
 
-    @cached_property
-    def schema(self) -> Schema | None:
+    @cached_property  # shadows pydantic v1's deprecated BaseModel.schema(), unused here
+    def schema(self) -> Schema | None:  # type: ignore[override]
         """The point engine's schema (``DPSYNTH_SCHEMA_FILE``); None for the tabular engine."""
         if self.engine == "tabular":
             return None
@@ -117,6 +117,7 @@ class WorkerConfig(WorkerSettings):
         s = self.tabular
         if s is None:
             raise ConfigError("DPSYNTH_ENGINE=tabular needs DPSYNTH_DOMAIN_FILE; set it")
+        assert self.release_every is not None and self.neighbours is not None  # the engine's
         return TabularSynthesizer(
             s.domain, self.epsilon, self.noise_key.reveal() if key is None else key,
             release_every=self.release_every, mechanism=s.mechanism, counter=s.counter,
