@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,21 +154,63 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     only what the releases make public; counts, rejections and workload errors (evaluation
     against the true data) go to standard error.
     """
-    from dpsynth.cli.common import (
-        bind_key_to_input,
-        file_digest,
-        print_key,
-        read_json,
-        read_once,
-        resolve_key,
-        stderr_console,
-    )
-    from dpsynth.release import write_release_file
+    from dpsynth.cli.common import bind_key_to_input, print_key, resolve_key, stderr_console
 
     params = click.get_current_context().params
     console, err = Console(highlight=False, soft_wrap=True), stderr_console()
     grid = time_steps(time_column, time_origin, time_period, time_end, neighbours,
                       library="TabularSynthesizer")
+    table = _load(data, domain_path, order, grid, release_every)
+    noise_key = resolve_key()
+    try:  # a combination of options the library refuses is a usage error
+        synth = TabularSynthesizer(table.domain, epsilon, noise_key.reveal(),
+                                   release_every=release_every, mechanism=tabular_mechanism,
+                                   counter=tabular_counter,
+                                   workloads_per_step=tabular_workloads_per_step,
+                                   selection=selection, estimator=estimator, fit=fit,
+                                   neighbours=neighbours)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
+    bind_key_to_input(noise_key, f"dpsynth tabular run over {data or 'Adult'}", table.identity,
+                      params, NOT_SETTINGS, table.setting_files)  # privacy: P13
+    print_key(console, noise_key)
+    steps = (len(table.batches) if max_steps is None
+             else min(len(table.batches), max_steps))
+    table.diagnostics.print(err)
+    if neighbours == "replace" and (steps == 0 or not table.diagnostics.accepted):  # public
+        raise InputError(f"no release: {table.diagnostics.accepted:,} valid rows make no step; "
+                         "check the data against its domain (reasons above)" + (
+                             "" if grid is not None else " or lower --release-every"))
+    prepare_out_dir(out, TABULAR_OUTPUTS)
+    rows = _stream(synth, table.batches[:steps], steps, out, write_every, report,
+                   f"run-{noise_key.fingerprint}", err)
+    if not report or not rows:
+        console.print(f"wrote {out}/synthetic-last.csv, release files ({steps} steps)")
+        return
+    _report(rows, out, f"{tabular_mechanism} ({tabular_counter}), ε={epsilon:g}, "
+                       f"B={release_every}", err)
+    console.print(f"wrote {out}/errors.csv, errors.png (evaluation: not private), "
+                  f"synthetic-last.csv, release files ({steps} steps)")
+
+
+@dataclass
+class _Table:
+    """The input of ``tabular run``: its domain, the batches of codes (one per public step),
+    what the key is bound to, and the operator diagnostics."""
+
+    domain: Domain
+    batches: list[np.ndarray]
+    identity: dict[str, Any]
+    setting_files: dict[str, str]
+    diagnostics: Diagnostics
+
+
+def _load(data: Path | None, domain_path: Path | None, order: str, grid: TimeSteps | None,
+          release_every: int) -> _Table:
+    """Read the domain and the rows once (P13; the Adult data without ``--data``), encode them
+    and cut them into steps: declared time steps, or batches of ``--release-every`` rows."""
+    from dpsynth.cli.common import file_digest, read_json, read_once
+
     records: list[dict[str, Any]] = []  # read with --data (a time column needs them)
     diagnostics = Diagnostics()
     # read once, bound by the bytes read (P13); the Adult data ignores it, but it stays bound
@@ -206,28 +249,16 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
         diagnostics.accepted = sum(int(b.shape[0]) for b in batches)
     elif data is not None:
         diagnostics.accepted = int(codes.shape[0])
-    noise_key = resolve_key()
-    key = noise_key.reveal()
-    try:  # a combination of options the library refuses is a usage error
-        synth = TabularSynthesizer(domain, epsilon, key, release_every=release_every,
-                                   mechanism=tabular_mechanism, counter=tabular_counter,
-                                   workloads_per_step=tabular_workloads_per_step,
-                                   selection=selection, estimator=estimator, fit=fit,
-                                   neighbours=neighbours)
-    except ConfigError as e:
-        raise click.UsageError(str(e)) from None
-    bind_key_to_input(noise_key, f"dpsynth tabular run over {data or 'Adult'}", identity,
-                      params, NOT_SETTINGS,
-                      {} if domain_file is None else {"domain_path": domain_file.digest}
-                      )  # privacy: P13 (one key, one input)
-    print_key(console, noise_key)
-    steps = len(batches) if max_steps is None else min(len(batches), max_steps)
-    diagnostics.print(err)
-    if neighbours == "replace" and (steps == 0 or not diagnostics.accepted):  # public count
-        raise InputError(f"no release: {diagnostics.accepted:,} valid rows make no step; check "
-                         "the data against its domain (reasons above)" + (
-                             "" if grid is not None else " or lower --release-every"))
-    prepare_out_dir(out, TABULAR_OUTPUTS)
+    files = {} if domain_file is None else {"domain_path": domain_file.digest}
+    return _Table(domain, batches, identity, files, diagnostics)
+
+
+def _stream(synth: TabularSynthesizer, batches: list[np.ndarray], steps: int, out: Path,
+            write_every: int, report: bool, run_id: str, err: Console) -> list[dict[str, Any]]:
+    """Feed one batch per public step; write every ``write_every``-th release (and the last),
+    the last synthetic table and its metadata; the per-step workload errors with ``report``."""
+    from dpsynth.release import write_release_file
+
     w = synth.workloads
     true_flat = np.zeros(int(w.offsets[-1]))
     rows: list[dict[str, Any]] = []
@@ -236,7 +267,7 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     with Progress(console=err) as progress:
         task = progress.add_task("steps", total=steps)
         # one batch = one public step (a time step, or paper 003's rows): privacy P11
-        for chunk, (release,) in feed(synth, ((b, None) for b in batches[:steps]), steps=True):
+        for chunk, (release,) in feed(synth, ((b, None) for b in batches), steps=True):
             fed += chunk.shape[0]
             if report:
                 true_flat += w.answers_flat(w.flat_index(chunk))
@@ -244,29 +275,27 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
                 rows.append({"step": release.step, "records": fed, **metrics})
             if release.step % write_every == 0 or release.step == steps:
                 write_release_file(out / f"release-{release.step:06d}.tabular",
-                                   encode_tabular_release(release,
-                                                          run_id=f"run-{noise_key.fingerprint}",
-                                                          partition=0))
+                                   encode_tabular_release(release, run_id=run_id, partition=0))
             progress.advance(task)
     if release is not None:
         with open(out / "synthetic-last.csv", "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=list(domain.attributes))
+            writer = csv.DictWriter(f, fieldnames=list(synth.domain.attributes))
             writer.writeheader()
-            writer.writerows(domain.decode(release.records))
+            writer.writerows(synth.domain.decode(release.records))
         (out / "release-metadata.json").write_text(json.dumps(release.metadata, indent=1))
-    if not report or not rows:
-        console.print(f"wrote {out}/synthetic-last.csv, release files ({steps} steps)")
-        return
+    return rows
+
+
+def _report(rows: list[dict[str, Any]], out: Path, title: str, err: Console) -> None:
+    """errors.csv, errors.png and the mean of the last steps' errors (evaluation against the
+    true data: not private)."""
     with open(out / "errors.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=["step", "records", *METRICS, *L1_METRICS])
         writer.writeheader()
         writer.writerows(rows)
-    _plot(rows, out / "errors.png",
-          f"{tabular_mechanism} ({tabular_counter}), ε={epsilon:g}, B={release_every}")
+    _plot(rows, out / "errors.png", title)
     last = rows[-10:]
     err.print("evaluation (not private: against the true data), mean of the last "
               f"{len(last)} steps: "
               + " ".join(f"{m}={np.mean([r[m] for r in last]):.4f}" for m in METRICS)
               + f"\n  {METRIC_LEGEND}", highlight=False)
-    console.print(f"wrote {out}/errors.csv, errors.png (evaluation: not private), "
-                  f"synthetic-last.csv, release files ({steps} steps)")
