@@ -29,19 +29,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from dpsynth._types import CellIds, LeafCounts
-from dpsynth.accounting import paper_schedule
+from dpsynth.accounting import Schedule, paper_schedule
 from dpsynth.clock import TickClock
 from dpsynth.noise import KeyedNoise
 from dpsynth.online.block_budget import NEIGHBOUR_NOTIONS
 from dpsynth.online.blocks import AdaptiveMechanism
 from dpsynth.online.guided import GuidedMechanism
 from dpsynth.online.paper import PaperMechanism
-
-if TYPE_CHECKING:
-    from dpsynth.online.config import OnlineConfig
 
 #: ``mechanism="auto"``: the measured winner (docs/decisions/0001; docs/benchmarks.md, "Accuracy by
 #: mechanism"), under both notions and for every d — guided below a per-record ε of
@@ -53,7 +50,7 @@ AUTO = "auto"
 #: The per-record ε from which ``auto`` is adaptive (public: the configuration decides it).
 AUTO_ADAPTIVE_FROM = 1000.0
 
-__all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "PAPER_MAX_EPSILON", "Builder",
+__all__ = ["AUTO", "MECHANISMS", "NEIGHBOUR_NOTIONS", "PAPER_MAX_EPSILON", "BuildConfig", "Builder",
            "Mechanism", "make_mechanism", "resolve_mechanism", "step_mechanisms", "takes_steps"]
 
 
@@ -104,6 +101,29 @@ class Mechanism(Protocol):
         """Inverse of :meth:`state`."""
 
 
+class BuildConfig(Protocol):
+    """What a builder reads of the resolved configuration
+    (:class:`~dpsynth.online.config.OnlineConfig` has these fields): a protocol, so this module,
+    which the configuration imports to resolve ``auto``, imports nothing of it back."""
+
+    @property
+    def d(self) -> int: ...
+    @property
+    def mechanism(self) -> str: ...
+    @property
+    def record_epsilon(self) -> float: ...
+    @property
+    def neighbours(self) -> str: ...
+    @property
+    def max_depth(self) -> int: ...
+    @property
+    def current_shape(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def schedule(self) -> Schedule | None: ...
+
+
 def resolve_mechanism(mechanism: str, d: int, neighbours: str, epsilon: float = 1.0) -> str:
     """The concrete mechanism of ``"auto"`` at per-record ``epsilon`` (:data:`AUTO`); any other
     value unchanged."""
@@ -121,26 +141,26 @@ PAPER_MAX_EPSILON = 10.0
 #: A mechanism's builder: the resolved configuration (checked: nothing is checked again),
 #: the run's keyed noise, the synthesizer's clock; the noise context starts
 #: ("dpsynth", "partition", p) and the builder appends its own.
-Builder = Callable[["OnlineConfig", KeyedNoise, TickClock], Mechanism]
+Builder = Callable[[BuildConfig, KeyedNoise, TickClock], Mechanism]
 
 
-def _context(c: OnlineConfig) -> tuple[int | str, ...]:
+def _context(c: BuildConfig) -> tuple[int | str, ...]:
     return ("dpsynth", "partition", c.partition)
 
 
-def _guided(c: OnlineConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
+def _guided(c: BuildConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
     budget = GuidedMechanism.budget_for(c.record_epsilon, c.neighbours)  # privacy: P16
     return GuidedMechanism(c.d, budget, noise, (*_context(c), "guided"), c.max_depth)
 
 
-def _adaptive(c: OnlineConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
+def _adaptive(c: BuildConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
     budget = AdaptiveMechanism.budget_for(c.record_epsilon, c.neighbours,
                                           c.current_shape)  # privacy: P9
     return AdaptiveMechanism(c.d, budget, noise, (*_context(c), "adaptive"), c.max_depth,
                              c.current_shape)
 
 
-def _paper(c: OnlineConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
+def _paper(c: BuildConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
     # the per-record ε (≤ PAPER_MAX_EPSILON) and a given schedule's d and ε: OnlineConfig
     schedule = c.schedule if c.schedule is not None else paper_schedule(c.d, c.record_epsilon)
     return PaperMechanism(c.d, schedule, clock, noise, (*_context(c), "cells"), c.max_depth)
@@ -172,7 +192,7 @@ def takes_steps(mechanism: str) -> bool:
     return mechanism == AUTO or _REGISTRY[mechanism].steps
 
 
-def make_mechanism(config: OnlineConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
+def make_mechanism(config: BuildConfig, noise: KeyedNoise, clock: TickClock) -> Mechanism:
     """Build the configuration's mechanism, its budget checked (raises before anything is
     counted). ``config`` comes from :meth:`OnlineConfig.resolve
     <dpsynth.online.config.OnlineConfig.resolve>`, which checked every argument and
