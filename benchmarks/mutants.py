@@ -108,7 +108,7 @@ def _counts_times_four(result: tuple[Any, Any, float], arguments: dict[str, Any]
 
 def _mutants() -> tuple[Mutant, ...]:
     quarter, four = times(0.25), times(4.0)
-    guided, blocks = "dpsynth.online.guided:GuidedMechanism", "dpsynth.online.blocks"
+    guided, blocks = "dpsynth.online.guided.mechanism:GuidedMechanism", "dpsynth.online.blocks"
     privtree_counts = "dpsynth.online.privtree:_leaves_and_counts"
     m = Mutant
     return (
@@ -226,11 +226,11 @@ def _mutants() -> tuple[Mutant, ...]:
                    only=RARE_DESCENT),
           (P16_REFINED,)),
         m("guided refinement decision budget (ε_s) × 4", "guided: paid refinement decisions",
-          Argument("dpsynth.online.refinement:privtree_params", "epsilon", four, "× 4"),
+          Argument("dpsynth.online.guided.refinement:privtree_params", "epsilon", four, "× 4"),
           (P16_REFINED,)),
         m("guided refinement count budget (ε − ε_s) × 4 (≡ its leaf noise × ¼)",
           "guided: paid refinement counts",
-          Result("dpsynth.online.guided:refined_partition", _counts_times_four,
+          Result("dpsynth.online.guided.mechanism:refined_partition", _counts_times_four,
                  "counts ε × 4 when refined"), (P16_REFINED,)),
         # -- the privacy unit "user" ---------------------------------------------------------
         m("user bound admits 4k (accounting sees k)", "user: contribution bound",

@@ -38,7 +38,8 @@ def test_every_aimed_test_case_is_collected() -> None:
 
 def test_a_seam_that_moved_fails_loudly() -> None:
     with pytest.raises(SeamError, match="does not exist"):
-        check(Argument("dpsynth.online.guided:GuidedMechanism._no_such", "x", times(4), "× 4"))
+        check(Argument("dpsynth.online.guided.mechanism:GuidedMechanism._no_such", "x",
+                       times(4), "× 4"))
     with pytest.raises(SeamError, match="no argument"):
         check(Argument("dpsynth.offline.pmm:pmm_scales", "budget", times(4), "× 4"))
     with pytest.raises(SeamError, match="does not exist"):

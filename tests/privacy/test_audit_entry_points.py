@@ -19,7 +19,7 @@ from dpsynth.audit.entries import library_entries, refined_entry
 from dpsynth.audit.inputs import neighbours
 from dpsynth.audit.runner import audit_entry, audit_keys
 from dpsynth.cli.audit import command_entries
-from dpsynth.online import guided
+from dpsynth.online.guided import mechanism as guided
 
 pytestmark = pytest.mark.privacy
 

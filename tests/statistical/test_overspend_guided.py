@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpsynth.online import refinement
-from dpsynth.online.guided import GuidedMechanism
+from dpsynth.online.guided import GuidedMechanism, refinement
 from dpsynth.online.privtree import NONZERO_SHARE
 from dpsynth.online.summary import Summary
 from dpsynth.online.synthesizer import OnlineSynthesizer

@@ -1,11 +1,11 @@
-"""EM steps for a common density behind several histograms (dpsynth.online.em)."""
+"""EM steps for a common density behind several histograms (dpsynth.online.guided.em)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dpsynth.online.em import em_density, stacked_parts
+from dpsynth.online.guided.em import em_density, stacked_parts
 from dpsynth.online.rounding import density_at, sorted_union
 from tests.support.densities import random_density
 

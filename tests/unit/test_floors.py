@@ -1,4 +1,5 @@
-"""dpsynth.online.floors: the floor of leaves where the guide expects no record (issue 31)."""
+"""dpsynth.online.guided.floors: the floor of leaves where the guide expects no record
+(issue 31)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 from dpsynth.noise import KeyedNoise
-from dpsynth.online.floors import (
+from dpsynth.online.guided.floors import (
     EXPECTED_EMPTY,
     FALSE_LEAVES,
     NEIGHBOURHOOD,
@@ -55,7 +56,7 @@ def test_the_floor_of_a_neighbourhood_sum_is_the_smallest_within_the_budget(
 
 @pytest.mark.parametrize("epsilon", [0.01, 0.36, 3.0, 30.0])
 def test_the_sum_of_one_leaf_has_the_one_leaf_floor(epsilon: float) -> None:
-    from dpsynth.online.floors import _sum_floor
+    from dpsynth.online.guided.floors import _sum_floor
 
     for tests in (1, 30, 1000, 10**6):
         assert _sum_floor(epsilon, tests, 1) == empty_floor(epsilon, tests)
@@ -165,7 +166,7 @@ def test_the_guide_resolves_the_siblings_of_a_dense_corner_as_empty() -> None:
 def test_index_at_is_the_clipped_search_whatever_the_hint() -> None:
     """``guide_mass.index_at`` galloping from any hint gives searchsorted(side="right") − 1
     clipped to [0, n − 1] (so the masses are the same floats as a binary search's)."""
-    from dpsynth.online.guide_mass import index_at
+    from dpsynth.online.guided.guide_mass import index_at
 
     rng = np.random.default_rng(8)
     for _ in range(300):

@@ -9,9 +9,6 @@ from dpsynth.errors import ConfigError
 from dpsynth.eval import w1_tree_upper
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.offline.pmm import pmm_synthesize
-from dpsynth.online import guided
-from dpsynth.online.floors import EXPECTED_EMPTY
-from dpsynth.online.floors import guide_expects_empty as floors_expect_empty
 from dpsynth.online.guided import (
     HISTORY_FLOOR_SCALES,
     HISTORY_MAX_EPSILON,
@@ -20,10 +17,13 @@ from dpsynth.online.guided import (
     GuidedMechanism,
     node_levels,
 )
-from dpsynth.online.local_mass import locally_placed
+from dpsynth.online.guided import mechanism as guided
+from dpsynth.online.guided.floors import EXPECTED_EMPTY
+from dpsynth.online.guided.floors import guide_expects_empty as floors_expect_empty
+from dpsynth.online.guided.local_mass import locally_placed
+from dpsynth.online.guided.node_reuse import unfloored_counts
+from dpsynth.online.guided.partition import MIN_SPLIT_MASS, guided_partition, split_threshold
 from dpsynth.online.mechanism import resolve_mechanism
-from dpsynth.online.node_reuse import unfloored_counts
-from dpsynth.online.partition import MIN_SPLIT_MASS, guided_partition, split_threshold
 from dpsynth.online.rounding import block_intervals, mass_depth, pooled_intervals, union_grid
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.tree import route
@@ -99,7 +99,7 @@ def test_P9_add_remove_refuses_steps_counted_in_records() -> None:
 def test_partition_splits_exactly_while_guide_mass_times_diameter_exceeds_the_threshold(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The mass × diameter rule alone (the halo is off here; test_partition.py tests both)."""
-    from dpsynth.online import partition
+    from dpsynth.online.guided import partition
 
     monkeypatch.setattr(partition, "HALO_MIN_MASS", np.inf)
     rng = np.random.default_rng(0)
@@ -238,7 +238,7 @@ def test_in_d2_a_dense_cell_split_along_x_is_split_along_y_too(
     """d = 2: where the guide density is at least WHOLE_SQUARE_DENSITY × the cube's average no
     leaf is a half-split rectangle (odd depth); elsewhere, and in d = 3, the partition is that
     of the mass × diameter rule alone (docs/lab/concentrated-streams.md §12)."""
-    from dpsynth.online import partition
+    from dpsynth.online.guided import partition
 
     depth = 8
     starts, density = np.arange(256), np.ones(256)
@@ -268,7 +268,7 @@ def test_in_d2_a_dense_cell_split_along_x_is_split_along_y_too(
 
 def test_a_closing_block_reuses_its_time_nodes_measurements() -> None:
     """Block 1 (steps 2 and 3) is measured by its own summary and by its two step summaries
-    with independent noise; combined (dpsynth.online.node_reuse), the error of its total is
+    with independent noise; combined (dpsynth.online.guided.node_reuse), the error of its total is
     well below the K·Var(Lap_Z) of its own K leaves. Measured over 60 fixed keys: ≈ 0.33 of it
     (≈ 0.95 without the nodes); the bar 0.6 is ≈ 4 standard errors of the mean from 0.33."""
     x = _stream(300, d=2)
@@ -286,7 +286,8 @@ def test_a_closing_block_reuses_its_time_nodes_measurements() -> None:
 def test_a_release_reads_closed_blocks_with_their_dropped_mass_placed_locally_for_d2(
         d: int) -> None:
     """d ≥ 2: the closed blocks' stacked intervals (the release's and the history's) are
-    block_intervals of locally_placed blocks (dpsynth.online.local_mass); d = 1: as released."""
+    block_intervals of locally_placed blocks (dpsynth.online.guided.local_mass); d = 1: as
+    released."""
     mech = _run(_stream(700, d=d), "replace", epsilon=0.5)._mechanism
     depth = max(mass_depth(b) for b in mech.blocks)
     read = [locally_placed(b) if d >= 2 else b for b in mech.blocks]
@@ -394,7 +395,7 @@ def test_cells_under_a_quarter_of_a_record_of_guide_mass_are_not_split() -> None
     assert depths.tolist() == [3] * 8  # 1 → ½ → ¼ are split, ⅛ is not
 
 
-# -- consistency at large ε (the paid refinement, dpsynth.online.refinement) ------------------
+# -- consistency at large ε (the paid refinement, dpsynth.online.guided.refinement) ---------
 
 @pytest.mark.parametrize("d", [1, 2, 3])
 @pytest.mark.parametrize("neighbours", ["replace", "add_remove"])

@@ -1,4 +1,4 @@
-"""dpsynth.online.local_mass: dropped leaves' noisy mass goes to the nearest kept leaves.
+"""dpsynth.online.guided.local_mass: dropped leaves' noisy mass goes to the nearest kept leaves.
 
 The oracle works on the leaves as cells of the cube (intervals of finest cells and their
 ancestors' intervals), level by level, with sets: no Morton runs, no compiled code.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpsynth.online.local_mass import locally_placed
+from dpsynth.online.guided.local_mass import locally_placed
 from dpsynth.online.summary import Summary
 from tests.support.densities import random_morton_partition
 

@@ -1,5 +1,5 @@
-"""dpsynth.online.node_reuse: a summary's counts combined with its children's (a level ≥ 1 node
-with its 8 children, a closing block with its top time nodes)."""
+"""dpsynth.online.guided.node_reuse: a summary's counts combined with its children's (a level
+≥ 1 node with its 8 children, a closing block with its top time nodes)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
-from dpsynth.online.node_reuse import combined_counts, common_coarsening, unfloored_counts
+from dpsynth.online.guided.node_reuse import combined_counts, common_coarsening, unfloored_counts
 from dpsynth.online.summary import Summary
 
 DEPTH = 8  # the partitions' maximal depth in these tests

@@ -1,4 +1,4 @@
-"""Guided partitions (dpsynth.online.partition): the halo of cells next to much denser ones.
+"""Guided partitions (dpsynth.online.guided.partition): the halo of cells next to much denser ones.
 
 The mass × diameter rule and the whole squares are tested with the mechanism in test_guided.py.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpsynth.online import partition
-from dpsynth.online.partition import (
+from dpsynth.online.guided import partition
+from dpsynth.online.guided.partition import (
     HALO_MIN_MASS,
     HALO_RATIO,
     MIN_SPLIT_MASS,

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 from dpsynth.noise import KeyedNoise
-from dpsynth.online.partition import guided_partition
-from dpsynth.online.privtree import privtree_leaves, privtree_params
-from dpsynth.online.refinement import (
+from dpsynth.online.guided.partition import guided_partition
+from dpsynth.online.guided.refinement import (
     REFINE_FROM,
     REFINE_SHARE,
     common_refinement,
     refine_share,
     refined_partition,
 )
+from dpsynth.online.privtree import privtree_leaves, privtree_params
 from dpsynth.tree import route
 
 KEY = bytes(range(32))

@@ -1,4 +1,4 @@
-"""Tilted profiles inside a release's coarse cells (dpsynth.online.tilt).
+"""Tilted profiles inside a release's coarse cells (dpsynth.online.guided.tilt).
 
 The oracle finds each cell's face neighbours by geometry (the cell one side-length away, located
 by routing its centre) and reads masses by interpolation, independently of the module's bit
@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from dpsynth.online.tilt import (
+from dpsynth.online.guided.tilt import (
     TILT_BITS,
     TILT_LEVEL_RATES,
     TILT_MAX_RATIO,

@@ -40,8 +40,8 @@ from dpsynth.offline.lowdim import lowdim_release
 from dpsynth.offline.pmm import pmm_leaves
 from dpsynth.offline.psmm import psmm_measure
 from dpsynth.online.guided import GuidedMechanism
+from dpsynth.online.guided.refinement import refine_share
 from dpsynth.online.mechanism import AUTO, MECHANISMS, step_mechanisms
-from dpsynth.online.refinement import refine_share
 from dpsynth.online.synthesizer import OnlineSynthesizer
 from dpsynth.release import Release, TabularRelease, encode_release, encode_tabular_release
 from dpsynth.tabular.domain import Domain

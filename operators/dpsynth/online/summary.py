@@ -37,8 +37,8 @@ class Summary:
     noise where the summary records its own floor (step summaries; None: the caller's);
     ``scale``: the leaf noise scale 1/ε where the mechanism records it (``guided``);
     ``dropped`` and ``dropped_counts``: the leaves whose counts the floors of
-    :mod:`~dpsynth.online.floors` set to 0, and their noisy counts before (``guided``, for
-    :mod:`~dpsynth.online.node_reuse`).
+    :mod:`~dpsynth.online.guided.floors` set to 0, and their noisy counts before (``guided``, for
+    :mod:`~dpsynth.online.guided.node_reuse`).
     """
 
     depths: Counts

@@ -1,18 +1,18 @@
 """Tilted profiles inside a release's coarse cells (issue 31; docs/benchmarks-concentrated.md §19).
 
 Layer: core, post-processing only (privacy: P6, P16). A guided release is a piecewise-constant
-density on dyadic cells (after the EM steps, :mod:`dpsynth.online.em`), and its points fill each
-cell evenly. Where a coarse cell lies between a sparser and a denser face neighbour, its records
-tend to sit on the denser side — a city's records just across a cell edge from it, the flank of a
-cluster — and an even fill puts their mass at the cell's centre: a fixed offset of the release
-mean, the same for every key (§15–§16). Here each such cell's mass keeps its total and gets, per
-axis, an exponential profile e^(λu) from face to face whose end-to-end ratio is that of the
-geometric face values √(ρ·ρ_lower) and √(ρ·ρ_upper): λ = ½ ln(ρ_upper / ρ_lower), capped at
-ln :data:`TILT_MAX_RATIO` (ρ: mean densities of the cell and of its same-size face neighbours).
-A cell that is not strictly between its two neighbours along an axis (a peak, a valley, a flat
-run, the cube's edge) stays even along it. The profile is the product of the axes' profiles,
-drawn on equal sub-cells (Morton order, so each is one interval): as many levels per axis as the
-cell's width allows, up to :data:`TILT_BITS` bits, and as its steepest λ needs
+density on dyadic cells (after the EM steps, :mod:`dpsynth.online.guided.em`), and its points
+fill each cell evenly. Where a coarse cell lies between a sparser and a denser face neighbour,
+its records tend to sit on the denser side — a city's records just across a cell edge from it,
+the flank of a cluster — and an even fill puts their mass at the cell's centre: a fixed offset
+of the release mean, the same for every key (§15–§16). Here each such cell's mass keeps its
+total and gets, per axis, an exponential profile e^(λu) from face to face whose end-to-end ratio
+is that of the geometric face values √(ρ·ρ_lower) and √(ρ·ρ_upper): λ = ½ ln(ρ_upper / ρ_lower),
+capped at ln :data:`TILT_MAX_RATIO` (ρ: mean densities of the cell and of its same-size face
+neighbours). A cell that is not strictly between its two neighbours along an axis (a peak, a
+valley, a flat run, the cube's edge) stays even along it. The profile is the product of the
+axes' profiles, drawn on equal sub-cells (Morton order, so each is one interval): as many levels
+per axis as the cell's width allows, up to :data:`TILT_BITS` bits, and as its steepest λ needs
 (:data:`TILT_LEVEL_RATES`).
 
 Privacy: a function of the released density alone (P6) — no record, draw or budget. It moves
@@ -28,8 +28,8 @@ import numpy as np
 from numba import njit
 
 from dpsynth._types import Counts
-from dpsynth.online.guide_mass import cumulative_mass, index_at, mass_between
-from dpsynth.online.partition import face_neighbour
+from dpsynth.online.guided.guide_mass import cumulative_mass, index_at, mass_between
+from dpsynth.online.guided.partition import face_neighbour
 from dpsynth.online.rounding import Floats, _interval_of
 
 #: Morton bits of the sub-cells of a tilted cell: ``TILT_BITS // d`` levels per axis (64 sub-cells

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit
 
 from dpsynth._types import CellIds, Counts, Points
-from dpsynth.online.guide_mass import cumulative_mass, mass_between
+from dpsynth.online.guided.guide_mass import cumulative_mass, mass_between
 from dpsynth.tree import first_cells
 
 #: A leaf whose neighbourhood holds less guide mass than this many records is "expected empty".

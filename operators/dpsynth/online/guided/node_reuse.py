@@ -15,7 +15,7 @@ leaf is its count plus (N − S)·v / (k·v + V): one share of the difference, w
 variances. Where the children are coarse the summary's total in the cell is corrected; a leaf
 that is also a leaf of each of n children at the same ε goes from variance v to n·v/(n + 1).
 
-Counts are the summaries' noisy counts before the floors of :mod:`~dpsynth.online.floors`
+Counts are the summaries' noisy counts before the floors of :mod:`~dpsynth.online.guided.floors`
 (:func:`unfloored_counts`); the summary's floors apply to the combined counts.
 
 Privacy: a function of released noisy counts, partitions and public ε: post-processing
@@ -33,7 +33,7 @@ from dpsynth.tree import first_cells
 
 
 def unfloored_counts(summary: Summary) -> np.ndarray:
-    """A summary's noisy counts before :mod:`~dpsynth.online.floors` zeroed any."""
+    """A summary's noisy counts before :mod:`~dpsynth.online.guided.floors` zeroed any."""
     if summary.dropped is None:
         return np.asarray(summary.counts)
     counts = np.array(summary.counts, copy=True)

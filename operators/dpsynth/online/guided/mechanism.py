@@ -26,18 +26,18 @@ is how a block's records are summarised while it is open and when it closes:
   (post-processing; PrivTree's decisions cost ε_s, a share of a block's budget). A cell v of
   depth k is split while its guide mass m(v) times its ℓ∞ diameter D_k = 2^−⌊k/d⌋ exceeds
   θ·E|Lap_Z(1/ε)| (≈ θ/ε; → 0 at large ε; in d = 2 a cell split along x is split along y too
-  where the guide is dense: :mod:`~dpsynth.online.partition`): m·D bounds the tree-W1
+  where the guide is dense: :mod:`~dpsynth.online.guided.partition`): m·D bounds the tree-W1
   cost of spreading v's records uniformly over v, and E|noise| ≈ 1/ε is the
   scale of one more leaf's noise. A region the guide thinks empty stays one coarse leaf whose
   noisy count still measures what arrived there; the next summaries split it.
-* **Reuse of the time nodes** (:mod:`dpsynth.online.node_reuse`). A node of level l ≥ 1 and
+* **Reuse of the time nodes** (:mod:`dpsynth.online.guided.node_reuse`). A node of level l ≥ 1 and
   a closing block measure records that their children (the level below; for a block, its top
   time nodes) measured too, with independent noise. Their counts are combined with the
   children's by generalised least squares on the common coarsening of the partitions (Honaker
   2015): released noisy counts only. Before, a block's nodes were dropped when it closed.
-* **Paid refinement at large ε** (:mod:`dpsynth.online.refinement`). Released summaries cannot
-  locate records fresh to them (each time level refines a record's leaf by three depths; block
-  0 has no guide), which caps the error far above the tree's resolution at large ε. A summary
+* **Paid refinement at large ε** (:mod:`dpsynth.online.guided.refinement`). Released summaries
+  cannot locate records fresh to them (each time level refines a record's leaf by three depths;
+  block 0 has no guide), which caps the error far above the tree's resolution at large ε. A summary
   whose own ε is at least 32 spends half of it on PrivTree decisions over its records and counts
   the common refinement of both partitions at the rest (docs/benchmarks.md, "Accuracy by
   mechanism"). Every summary
@@ -45,15 +45,15 @@ is how a block's records are summarised while it is open and when it closes:
 * **Release** (post-processing, P6): the completed blocks and the open block's cover, each
   clipped at a floor of one noise scale (d = 1) or two (d ≥ 2) — higher where the summary's guide
   expected no record, so that pure noise keeps about half a leaf per summary
-  (:mod:`dpsynth.online.floors`: the phantom mass of empty leaves was the coarse part of the
+  (:mod:`dpsynth.online.guided.floors`: the phantom mass of empty leaves was the coarse part of the
   error and a bias toward the centre on concentrated streams) — and scaled to its size (public;
   the pooled noisy sizes under add/remove) — a closed block for d ≥ 2 after its dropped leaves'
-  noisy counts went to the kept leaves nearest to them (:mod:`~dpsynth.online.local_mass`:
+  noisy counts went to the kept leaves nearest to them (:mod:`~dpsynth.online.guided.local_mass`:
   thin regions keep their mass, phantoms lose some) — summed, then every leaf's mass is spread
   inside the leaf like that sum, and again like the result (two steps of the EM algorithm for
-  a common density, :data:`~dpsynth.online.em.EM_STEPS`: fine structure seen by one summary
+  a common density, :data:`~dpsynth.online.guided.em.EM_STEPS`: fine structure seen by one summary
   sharpens the others' coarse leaves); a coarse cell between a sparser and a denser face
-  neighbour then leans toward the denser one (:mod:`~dpsynth.online.tilt`: records across a
+  neighbour then leans toward the denser one (:mod:`~dpsynth.online.guided.tilt`: records across a
   cell edge from a city no longer sit at the cell's centre), and the result is rounded by
   systematic sampling.
 
@@ -75,22 +75,22 @@ import numpy as np
 from dpsynth._types import CellIds, LeafCounts
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.online.block_budget import GUIDED_STEP_SHARE, BlockBudget, block_budget
-from dpsynth.online.em import em_density, split_sums, stacked_parts
-from dpsynth.online.floors import (
+from dpsynth.online.guided.em import em_density, split_sums, stacked_parts
+from dpsynth.online.guided.floors import (
     EXPECTED_EMPTY,
     floored_counts,
     guide_expects_empty,
     self_empty,
 )
-from dpsynth.online.local_mass import locally_placed
-from dpsynth.online.node_reuse import combined_counts
-from dpsynth.online.partition import SPLIT_THRESHOLD, guided_partition, split_threshold
+from dpsynth.online.guided.local_mass import locally_placed
+from dpsynth.online.guided.node_reuse import combined_counts
+from dpsynth.online.guided.partition import SPLIT_THRESHOLD, guided_partition, split_threshold
+from dpsynth.online.guided.refinement import refined_partition
+from dpsynth.online.guided.tilt import tilted_density
 from dpsynth.online.privtree import noisy_leaf_counts
-from dpsynth.online.refinement import refined_partition
 from dpsynth.online.rounding import block_intervals, mass_depth, union_grid
 from dpsynth.online.steps import StepMechanism, block_of
 from dpsynth.online.summary import Summary
-from dpsynth.online.tilt import tilted_density
 
 #: A node of level l holds 8^l steps.
 TIME_FANOUT_BITS = 3
@@ -247,7 +247,7 @@ class GuidedMechanism(StepMechanism):
             counts = combined_counts(depths, prefixes, counts, epsilon, reuse, self.max_depth)
         floor = self._floor_scales / epsilon
         # where the guide (or, without one, the summary itself) expects nothing, a floor
-        # against phantom mass (post-processing: dpsynth.online.floors); the history counts
+        # against phantom mass (post-processing: dpsynth.online.guided.floors); the history counts
         # there in proportion to the noise (HISTORY_FLOOR_SCALES)
         if guide is not None and past is not None:
             guide = np.maximum(guide, HISTORY_SHARE * past * min(
@@ -356,8 +356,8 @@ class GuidedMechanism(StepMechanism):
 
     def _closed_intervals(self, summary: Summary, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """A closed block as a release and the steps' history read it: for d ≥ 2 with its
-        dropped leaves' noisy mass placed locally (:mod:`~dpsynth.online.local_mass`), else as
-        :meth:`_intervals` (cached)."""
+        dropped leaves' noisy mass placed locally (:mod:`~dpsynth.online.guided.local_mass`),
+        else as :meth:`_intervals` (cached)."""
         if self.d < 2:
             return self._intervals(summary, depth)
         return summary.derived(("local", depth),

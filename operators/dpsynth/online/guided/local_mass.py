@@ -1,7 +1,7 @@
 """A summary's dropped leaves give their noisy mass to the kept leaves nearest to them.
 
 Layer: core, post-processing only (privacy: P6). A guided summary keeps a leaf whose noisy count
-exceeds its floor (:mod:`~dpsynth.online.floors`) and drops the rest; scaled to the summary's
+exceeds its floor (:mod:`~dpsynth.online.guided.floors`) and drops the rest; scaled to the summary's
 size, the kept leaves used to share the dropped leaves' mass in proportion to their counts, over
 the whole cube. Both tails of that are biased (docs/benchmarks-concentrated.md §4, §20):
 
@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 from dpsynth._types import CellIds, Counts, Points
-from dpsynth.online.node_reuse import unfloored_counts
+from dpsynth.online.guided.node_reuse import unfloored_counts
 from dpsynth.online.summary import Summary
 
 

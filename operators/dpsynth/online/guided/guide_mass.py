@@ -4,10 +4,10 @@ Layer: core, post-processing only (privacy: P6, P16: the guide is released summa
 is a piecewise-constant mass density on Morton intervals of depth ``depth`` (``starts``
 ascending, ``density`` the mass per depth-``depth`` cell, ``widths``); the mass in [lo, hi) is
 ``below(hi) − below(lo)`` with below(x) = cum[i] + density[i]·(x − starts[i]) and i the interval
-holding x. Guided partitions (:mod:`~dpsynth.online.guided`) and floors
-(:mod:`~dpsynth.online.floors`) ask this for thousands of cells visited in Morton order, whose
-positions barely move from one query to the next: :func:`index_at` finds i by galloping from the
-previous answer (O(log distance)) rather than by a binary search over the whole guide
+holding x. Guided partitions (:mod:`~dpsynth.online.guided.partition`) and floors
+(:mod:`~dpsynth.online.guided.floors`) ask this for thousands of cells visited in Morton order,
+whose positions barely move from one query to the next: :func:`index_at` finds i by galloping
+from the previous answer (O(log distance)) rather than by a binary search over the whole guide
 (O(log n) with a cache miss per step on a guide of 10⁶ intervals). It returns exactly the index
 of ``searchsorted(starts, x, side="right") − 1`` clipped to [0, n − 1], so every mass is the
 same float as before.

@@ -16,7 +16,7 @@ from numba import njit
 
 from dpsynth._types import CellIds, Counts
 from dpsynth.noise import discrete_laplace_mean_abs
-from dpsynth.online.guide_mass import cumulative_mass, mass_between
+from dpsynth.online.guided.guide_mass import cumulative_mass, mass_between
 from dpsynth.online.rounding import Floats
 
 #: θ: a cell is split while guide mass × ℓ∞ diameter > θ·E|leaf noise| (≈ θ/ε; tuned on the
