@@ -230,7 +230,7 @@ def _mutants() -> tuple[Mutant, ...]:
           (P16_REFINED,)),
         m("guided refinement count budget (ε − ε_s) × 4 (≡ its leaf noise × ¼)",
           "guided: paid refinement counts",
-          Result("dpsynth.online.guided.mechanism:refined_partition", _counts_times_four,
+          Result("dpsynth.online.guided.pipeline:refined_partition", _counts_times_four,
                  "counts ε × 4 when refined"), (P16_REFINED,)),
         # -- the privacy unit "user" ---------------------------------------------------------
         m("user bound admits 4k (accounting sees k)", "user: contribution bound",

@@ -19,7 +19,7 @@ from dpsynth.audit.entries import library_entries, refined_entry
 from dpsynth.audit.inputs import neighbours
 from dpsynth.audit.runner import audit_entry, audit_keys
 from dpsynth.cli.audit import command_entries
-from dpsynth.online.guided import mechanism as guided
+from dpsynth.online.guided import pipeline
 
 pytestmark = pytest.mark.privacy
 
@@ -47,14 +47,14 @@ def test_P16_the_refined_entries_run_the_paid_refinement(monkeypatch: pytest.Mon
     0's summary (the first step, which the neighbours change) draws a PrivTree and counts at
     what it leaves (a spy on the seam); the entries at ε = 1 refine nothing."""
     calls: list[tuple[tuple, bool]] = []
-    real = guided.refined_partition
+    real = pipeline.refined_partition
 
     def spy(records, depths, prefixes, epsilon, noise, context, *, max_depth):  # type: ignore[no-untyped-def]
         out = real(records, depths, prefixes, epsilon, noise, context, max_depth=max_depth)
         calls.append((tuple(context), out[2] < epsilon))
         return out
 
-    monkeypatch.setattr(guided, "refined_partition", spy)
+    monkeypatch.setattr(pipeline, "refined_partition", spy)
     key = audit_keys(1)[0]
     entry = refined_entry(notion)
     data = entry.input()

@@ -16,8 +16,8 @@ from dpsynth.online.guided import (
     UNIFORM_PRIOR,
     GuidedMechanism,
     node_levels,
+    pipeline,
 )
-from dpsynth.online.guided import mechanism as guided
 from dpsynth.online.guided.floors import EXPECTED_EMPTY
 from dpsynth.online.guided.floors import guide_expects_empty as floors_expect_empty
 from dpsynth.online.guided.local_mass import locally_placed
@@ -192,7 +192,7 @@ def test_a_step_resolves_a_spot_that_the_history_holds_and_the_latest_step_misse
         return int(step.depths[holds][0])
 
     with_history = spot_depth()
-    monkeypatch.setattr(guided, "HISTORY_SHARE", 0.0)
+    monkeypatch.setattr(pipeline, "HISTORY_SHARE", 0.0)
     assert with_history >= spot_depth() + 2
 
 
@@ -222,7 +222,7 @@ def test_the_floors_read_the_history_in_proportion_to_the_noise(
         seen.append((starts, guide))
         return floors_expect_empty(starts, guide, *rest)
 
-    monkeypatch.setattr(guided, "guide_expects_empty", spy)
+    monkeypatch.setattr(pipeline, "guide_expects_empty", spy)
     synth.extend(x[4200:])  # step 43: its floors' guide
     (got_starts, got), = seen
     assert np.array_equal(got_starts, starts)

@@ -10,6 +10,8 @@ releases (the closed blocks) are stacked and summed once (:func:`stacked_parts`)
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -17,8 +19,8 @@ from dpsynth._types import Counts
 from dpsynth.online.rounding import Floats, density_at, sorted_union
 
 #: EM steps of a release: the second spreads every part like the first step's estimate, in
-#: which one part's coarse leaves no longer dilute the others' fine structure (0.95× tree W1 on
-#: the concentrated tuning panel, every case better; docs/benchmarks-concentrated.md §15).
+#: which one part's coarse leaves no longer dilute the others' fine structure (measured in
+#: docs/benchmarks-concentrated.md).
 EM_STEPS = 2
 
 #: :func:`stacked_parts`: (union grid, interval starts, densities, sizes, summed density).
@@ -55,6 +57,19 @@ def split_sums(parts: list[tuple[np.ndarray, np.ndarray]], split: int
     return grid, first, second
 
 
+class Pooled(NamedTuple):
+    """Parts laid end to end on their union grid, with their sum: the first estimate of
+    :func:`em_density`, which :func:`em_steps` refines."""
+
+    grid: np.ndarray
+    widths: np.ndarray
+    starts: np.ndarray
+    density: np.ndarray
+    offsets: np.ndarray
+    end: np.int64
+    pooled: np.ndarray
+
+
 def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
                before: StackedParts | None = None,
                scale: float = 1.0, steps: int = EM_STEPS) -> tuple[np.ndarray, np.ndarray]:
@@ -71,6 +86,13 @@ def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
     :func:`stacked_parts` (the same result as listing them first; their sum is read, not redone).
     ``scale``: a factor on the densities of ``parts`` (not of ``before``).
     """
+    return em_steps(pooled_parts(parts, depth, before, scale), steps)
+
+
+def pooled_parts(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
+                 before: StackedParts | None = None, scale: float = 1.0) -> Pooled:
+    """The first estimate of :func:`em_density` (the parts' sum on their union grid), with
+    what its steps read (same arguments)."""
     if before is None:
         before, parts = stacked_parts([(st, dn * scale) for st, dn in parts]), []
     grid, starts, density, sizes, pooled = before
@@ -84,9 +106,16 @@ def em_density(parts: list[tuple[np.ndarray, np.ndarray]], depth: int,
     _add_parts(grid, starts, density, offsets, len(before[3]), pooled)
     end = np.int64(1) << np.int64(depth)
     widths = np.diff(np.append(grid, end)).astype(np.float64)  # the grid's cells, once per release
+    return Pooled(grid, widths, starts, density, offsets, end, pooled)
+
+
+def em_steps(pooled: Pooled, steps: int = EM_STEPS) -> tuple[np.ndarray, np.ndarray]:
+    """(grid starts, density) after ``steps`` EM steps from :func:`pooled_parts`' estimate."""
+    estimate = pooled.pooled
     for _ in range(steps):
-        pooled = _em_step(grid, widths, starts, density, offsets, end, pooled)
-    return grid, pooled
+        estimate = _em_step(pooled.grid, pooled.widths, pooled.starts, pooled.density,
+                            pooled.offsets, pooled.end, estimate)
+    return pooled.grid, estimate
 
 
 @njit(cache=True)

@@ -57,6 +57,11 @@ is how a block's records are summarised while it is open and when it closes:
   cell edge from a city no longer sit at the cell's centre), and the result is rounded by
   systematic sampling.
 
+The stages of a summary and of a release, in the order they run, each with its privacy argument,
+are the tuples of :mod:`~dpsynth.online.guided.pipeline` (docs/architecture.md, "The default
+mechanism's pipeline"); this module keeps the time nodes, blocks and caches, reads the released
+summaries the stages need, and runs them.
+
 Privacy (docs/privacy.md P16): under add/remove one record changes one leaf count of each
 summary that contains it — its block's and one node per level — and the open block's size
 counter: ε_n + ε_top + Σ_l ε_l = ε per block, and blocks are disjoint (parallel composition).
@@ -68,6 +73,8 @@ addition, so each block runs at ε/2.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -75,40 +82,24 @@ import numpy as np
 from dpsynth._types import CellIds, LeafCounts
 from dpsynth.noise import KeyedNoise, discrete_laplace_variance
 from dpsynth.online.block_budget import GUIDED_STEP_SHARE, BlockBudget, block_budget
-from dpsynth.online.guided.em import em_density, split_sums, stacked_parts
-from dpsynth.online.guided.floors import (
-    EXPECTED_EMPTY,
-    floored_counts,
-    guide_expects_empty,
-    self_empty,
+from dpsynth.online.guided import pipeline
+from dpsynth.online.guided.em import split_sums, stacked_parts
+from dpsynth.online.guided.partition import SPLIT_THRESHOLD
+from dpsynth.online.guided.pipeline import (
+    CLOSED_BLOCK_STAGES,
+    HISTORY_MAX_EPSILON,
+    RELEASE_STAGES,
+    SUMMARY_STAGES,
+    ClosedWork,
+    ReleaseWork,
+    SummaryWork,
 )
-from dpsynth.online.guided.local_mass import locally_placed
-from dpsynth.online.guided.node_reuse import combined_counts
-from dpsynth.online.guided.partition import SPLIT_THRESHOLD, guided_partition, split_threshold
-from dpsynth.online.guided.refinement import refined_partition
-from dpsynth.online.guided.tilt import tilted_density
-from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.rounding import block_intervals, mass_depth, union_grid
 from dpsynth.online.steps import StepMechanism, block_of
 from dpsynth.online.summary import Summary
 
 #: A node of level l holds 8^l steps.
 TIME_FANOUT_BITS = 3
-#: A step's partition is guided by the latest step summary and, where it is larger, the released
-#: history (the closed blocks) scaled to this share of the latest step's mass
-#: (docs/benchmarks-concentrated.md §11).
-HISTORY_SHARE = 1.0
-#: The history guides steps whose own ε is at most this (every step at a per-record ε ≤ 10):
-#: above it a step splits to ``max_depth`` wherever a guide holds a quarter of a record, and on
-#: spread data the history's leaves made the default 1.7× slower at ε = 100 (§11).
-HISTORY_MAX_EPSILON = 8.0
-#: In the floors' guide the history is scaled so that this many noise scales of the summary read
-#: as the floors' bar of half a record (never above full weight): at small ε a few records of
-#: history are far below the noise and must not lower the floors of leaves the latest step left
-#: empty (§11).
-HISTORY_FLOOR_SCALES = 1.0
-#: Share of a guide's mass added uniformly before a partition is chosen (consistency under drift).
-UNIFORM_PRIOR = 0.03
 #: Leaves whose noisy count is at most this many noise scales are dropped, for d = 1 and for
 #: d ≥ 2: an empty leaf's clipped noise is phantom mass spread over its cell, which pulls a release
 #: toward the cube's centre where cells are many (two scales pull less than one at d ≥ 2; at
@@ -137,7 +128,8 @@ class GuidedMechanism(StepMechanism):
         return block_budget(epsilon, neighbours, step_share=GUIDED_STEP_SHARE)
 
     def __init__(self, d: int, budget: BlockBudget, noise: KeyedNoise,
-                 context: tuple[int | str, ...], max_depth: int) -> None:
+                 context: tuple[int | str, ...], max_depth: int,
+                 disabled: Iterable[str] = ()) -> None:
         super().__init__(d, budget, noise, context, max_depth)
         self._step_records: list[CellIds] = []  # the open block's completed steps
         self.nodes: dict[tuple[int, int], Summary] = {}  # open block: (level, index)
@@ -150,6 +142,17 @@ class GuidedMechanism(StepMechanism):
         self.params = {"size": budget.size, "counts": budget.counts, "steps": budget.steps,
                        "time_fanout": 1 << TIME_FANOUT_BITS, "split_threshold": SPLIT_THRESHOLD,
                        "leaf_floor_scales": self._floor_scales}
+        self.disable(disabled)  # benchmarks only: the default runs every stage
+
+    def disable(self, names: Iterable[str]) -> None:
+        """Benchmarks only: skip the named stages of :mod:`~dpsynth.online.guided.pipeline`
+        from now on (none: every stage runs, the product). Switchable stages only; not a
+        setting, and not in params, releases or snapshots (the pipeline's docstring)."""
+        self.disabled = pipeline.checked_disabled(names)
+        self._summary_stages = pipeline.enabled(SUMMARY_STAGES, self.disabled, self.d)
+        self._closed_stages = pipeline.enabled(CLOSED_BLOCK_STAGES, self.disabled, self.d)
+        self._release_stages = pipeline.enabled(RELEASE_STAGES, self.disabled, self.d)
+        self._forget_derived()  # closed blocks are read through their stages
 
     # -- ingest ----------------------------------------------------------------------------
 
@@ -224,38 +227,22 @@ class GuidedMechanism(StepMechanism):
                    context: tuple[int | str, ...], expected: float = 0.0,
                    history: bool = False, reuse: list[Summary] | None = None) -> Summary:
         """Noisy leaf counts at ``epsilon`` on the partition the guides choose, refined at
-        large ``epsilon`` by a PrivTree paid from it (privacy: P16); without guides, a uniform
-        guide of the public size or of ``expected`` (a released noisy size). ``history``: the
-        closed blocks guide too, where they exceed the guides (:meth:`_guide`)."""
+        large ``epsilon`` by a PrivTree paid from it (privacy: P16): the summary stages of
+        :mod:`~dpsynth.online.guided.pipeline`, in order. Without guides, a uniform guide of the
+        public size or of ``expected`` (a released noisy size). ``history``: the closed blocks
+        guide too, where they exceed the guides (:meth:`_guide`)."""
         public = float(records.size) if self.budget.neighbours == "replace" else None
-        starts, widths, depth = np.zeros(1, np.int64), np.ones(1), 0
-        density = np.array([public if public is not None else expected])
-        guide = past = None
-        if guides:
-            depth, starts, widths, guide, past, mass = self._guide(guides, history, public)
-            density = guide if past is None else np.maximum(guide, HISTORY_SHARE * past)
-            # a uniform prior: where the guide saw nothing the records of this summary may
-            # still be (a stream that moves); as ε grows every region is split finely
-            density = density + UNIFORM_PRIOR * mass / float(1 << depth)
-        depths, prefixes = guided_partition(starts, density, depth, split_threshold(epsilon),
-                                            self.d, self.max_depth, widths)
-        depths, prefixes, epsilon = refined_partition(  # paid for at large ε only (P16)
-            records, depths, prefixes, epsilon, self._noise, context, max_depth=self.max_depth)
-        counts = noisy_leaf_counts(records, None, depths, prefixes, epsilon, self._noise,
-                                   context, address_depth=self.max_depth)  # privacy: P16
-        if reuse:  # the children (a block: its top time nodes) measured these records too
-            counts = combined_counts(depths, prefixes, counts, epsilon, reuse, self.max_depth)
+        work = SummaryWork(records, epsilon, context, self._noise, self.d, self.max_depth,
+                           public, expected, self._floor_scales, reuse)
+        if guides:  # released summaries on one grid
+            (work.depth, work.starts, work.widths, work.guide, work.past,
+             work.mass) = self._guide(guides, history, public)
+        pipeline.run(self._summary_stages, work)
+        depths, prefixes, counts = work.depths, work.prefixes, work.counts
+        assert depths is not None and prefixes is not None and counts is not None
+        epsilon = work.epsilon  # what the counts were drawn at
         floor = self._floor_scales / epsilon
-        # where the guide (or, without one, the summary itself) expects nothing, a floor
-        # against phantom mass (post-processing: dpsynth.online.guided.floors); the history counts
-        # there in proportion to the noise (HISTORY_FLOOR_SCALES)
-        if guide is not None and past is not None:
-            guide = np.maximum(guide, HISTORY_SHARE * past * min(
-                1.0, EXPECTED_EMPTY * epsilon / HISTORY_FLOOR_SCALES))
-        empty = (guide_expects_empty(starts, guide, widths, depth, depths, prefixes)
-                 if guide is not None else
-                 self_empty(depths, prefixes, counts, epsilon, self.max_depth))
-        floored = floored_counts(counts, empty, epsilon, floor)
+        floored = counts if work.floored is None else work.floored
         dropped = np.flatnonzero(floored != counts)
         kept = float(np.where(floored > floor, floored, 0).sum())
         return Summary(depths, prefixes, floored, public if public is not None else kept,
@@ -277,7 +264,8 @@ class GuidedMechanism(StepMechanism):
     def _leaf_counts(self, total: int, open_size: float,
                      placement_seed: bytes) -> LeafCounts:
         """Closed blocks plus the open block's cover (scaled to ``open_size``), EM steps,
-        rounded to ``total`` (module docstring; post-processing)."""
+        rounded to ``total``: the release stages of :mod:`~dpsynth.online.guided.pipeline`, in
+        order (module docstring; post-processing)."""
         cover = self._cover(block_of(self.step + 1), len(self._step_counts))
         cover_size = sum(float(s.size) for s in cover)
         scale = open_size / cover_size if cover_size > 0 else 1.0
@@ -289,10 +277,11 @@ class GuidedMechanism(StepMechanism):
         # each covering node scaled to the open block's size estimate (its share of it)
         closed = self._closed_parts(depth) if self.blocks else None
         parts = [self._intervals(s, depth) for s in cover]
-        starts, density = em_density(parts, depth, closed, scale)  # EM steps (docstring)
-        starts, density = tilted_density(starts, density, depth, self.d)  # coarse cells lean
-        widths = np.diff(np.concatenate([starts, [1 << depth]]))
-        return self._rounded(starts, widths, density, depth, total, placement_seed)
+        rounded = partial(self._rounded, total=total, placement_seed=placement_seed)
+        work = pipeline.run(self._release_stages,
+                            ReleaseWork(depth, self.d, closed, parts, scale, rounded))
+        assert work.counts is not None
+        return work.counts
 
     def _guide(self, guides: list[Summary], history: bool, public: float | None
                ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, float]:
@@ -302,7 +291,7 @@ class GuidedMechanism(StepMechanism):
         scaled to the guides' mass (its shape only); a caller takes the pointwise larger of the
         guides and :data:`HISTORY_SHARE` × the history, so a partition is at least as fine as
         the guides alone make it, and no finer where both agree
-        (docs/benchmarks-concentrated.md §11). Released summaries only (P16); ``history``
+        (measured in docs/benchmarks-concentrated.md). Released summaries only (P16); ``history``
         needs a closed block."""
         depth = min(self.max_depth, max([self._mass_depth(g) for g in guides]
                                         + ([self._blocks_depth] if history else [])))
@@ -355,13 +344,13 @@ class GuidedMechanism(StepMechanism):
         return summary.derived(depth, lambda: block_intervals(summary, depth))
 
     def _closed_intervals(self, summary: Summary, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """A closed block as a release and the steps' history read it: for d ≥ 2 with its
-        dropped leaves' noisy mass placed locally (:mod:`~dpsynth.online.guided.local_mass`),
-        else as :meth:`_intervals` (cached)."""
-        if self.d < 2:
+        """A closed block as a release and the steps' history read it: through the closed-block
+        stages of :mod:`~dpsynth.online.guided.pipeline` (for d ≥ 2 its dropped leaves' noisy
+        mass placed locally), else, none running, as :meth:`_intervals` (cached)."""
+        if not self._closed_stages:
             return self._intervals(summary, depth)
-        return summary.derived(("local", depth),
-                               lambda: block_intervals(locally_placed(summary), depth))
+        return summary.derived(("local", depth), lambda: block_intervals(
+            pipeline.run(self._closed_stages, ClosedWork(summary)).summary, depth))
 
     # -- state ---------------------------------------------------------------------------------
 

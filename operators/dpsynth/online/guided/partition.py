@@ -32,11 +32,9 @@ MIN_SPLIT_MASS = 0.25
 #: times the cube's average is split along y as well, whatever its mass. Splitting one axis
 #: leaves D_k as it was, so the rule above often stops there, and the half-split leaf spreads
 #: its records over the full height of the square; in dense regions, where mass is structured
-#: at every scale, that cost more than the extra leaf (docs/benchmarks-concentrated.md §12: 0.94×
-#: tree W1 on the concentrated tuning panel, 0.95× held out, 1.00× on the drift panel; in
-#: regions of about average density a half-split leaf is the better trade: forcing the second
-#: split everywhere cost up to 1.27× on uniform data; in d = 3 completing the cube cost 1.07×
-#: on the drift panel at this density and 1.22× everywhere, so d = 3 keeps the rule above).
+#: at every scale, that cost more than the extra leaf; in regions of about average density a
+#: half-split leaf is the better trade, and in d = 3 completing the cube cost more, so d = 3
+#: keeps the rule above (measured in docs/benchmarks-concentrated.md).
 WHOLE_SQUARE_DENSITY = 16.0
 #: The halo: a cell holding at least :data:`HALO_MIN_MASS` records of guide mass, and a face
 #: neighbour of its depth holding at least this many times as much and split by the rule above,
@@ -44,8 +42,8 @@ WHOLE_SQUARE_DENSITY = 16.0
 #: city's outskirts, a track leaving a place it dwelt in): the guide, spreading them over the
 #: cell, does not see it, and the m·D rule leaves them at the cell's centre, on the far side;
 #: the halo follows the dense region's edge down while the sparser side still holds guide mass.
-#: (docs/benchmarks-concentrated.md §16: 0.97× tree W1 on the concentrated tuning panel, 1.00×
-#: on the drift panels; with no floor on the cell's own mass it cost up to 2.4×.)
+#: With no floor on the cell's own mass it cost accuracy (measured in
+#: docs/benchmarks-concentrated.md).
 HALO_RATIO = 4.0
 HALO_MIN_MASS = 32.0
 
