@@ -14,18 +14,6 @@ PACKAGE = ROOT / "operators" / "dpsynth"
 SKIP_DIRS = {".git", ".venv", "node_modules", "target", "build", "dist", ".mypy_cache",
              ".pytest_cache", ".ruff_cache"}
 
-#: Files the parallel reorganisation of issue 45 (the guided package, the merged modules) and
-#: docs/architecture.md still hold with old citations: moved by the pipeline/circle work. The lead
-#: empties this set once those files are merged and their citations replaced.
-KNOWN = {
-    "operators/dpsynth/online/em.py",
-    "operators/dpsynth/online/floors.py",
-    "operators/dpsynth/online/guided.py",
-    "operators/dpsynth/online/local_mass.py",
-    "operators/dpsynth/online/partition.py",
-    "operators/dpsynth/online/tilt.py",
-}
-
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 DOC_PATH = re.compile(r"(?<![\w/.-])((?:\.\./)?docs/[\w./-]+?\.md)(?:#([\w-]+))?")
 DECISION = re.compile(r"docs/decisions/(\d{4})\b")
@@ -94,8 +82,6 @@ def _check_link(source: Path, target: str) -> str | None:
 def test_every_relative_markdown_link_resolves() -> None:
     broken = []
     for page in _files("*.md"):
-        if _rel(page) in KNOWN:
-            continue
         for target in LINK.findall(_prose(page.read_text(encoding="utf-8"))):
             problem = _check_link(page, target)
             if problem:
@@ -114,8 +100,6 @@ def test_every_docs_path_and_id_named_resolves() -> None:
     decisions = {p.name[:4] for p in (ROOT / "docs" / "decisions").glob("[0-9]*.md")}
     broken = []
     for source in _citing_files():
-        if _rel(source) in KNOWN:
-            continue
         text = source.read_text(encoding="utf-8")
         for path, anchor in DOC_PATH.findall(text):
             dest = (source.parent / path) if path.startswith("..") else ROOT / path
@@ -135,26 +119,4 @@ def test_every_docs_path_and_id_named_resolves() -> None:
 def test_no_package_module_cites_the_external_design_notes() -> None:
     citing = {_rel(p) for p in _files("operators/dpsynth/**/*.py")
               if EXTERNAL.search(p.read_text(encoding="utf-8"))}
-    assert citing - KNOWN == set()
-
-
-def test_the_known_set_holds_only_files_that_still_need_it() -> None:
-    """Empty KNOWN as the moved files are fixed: a listed file that passes every check fails
-    here, so the set cannot outlive its reason."""
-    stale = []
-    for name in sorted(KNOWN):
-        path = ROOT / name
-        if not path.exists():
-            stale.append(f"{name} (gone)")
-            continue
-        text = path.read_text(encoding="utf-8")
-        bad = EXTERNAL.search(text) if path.suffix == ".py" else None
-        for target in LINK.findall(_prose(text)) if path.suffix == ".md" else ():
-            bad = bad or _check_link(path, target)
-        for p, _ in DOC_PATH.findall(text):
-            bad = bad or not ((path.parent / p) if p.startswith("..") else ROOT / p).exists()
-        if not bad and path.suffix == ".md" and EXTERNAL.search(text):
-            bad = True
-        if not bad:
-            stale.append(name)
-    assert stale == []
+    assert citing == set()

@@ -19,8 +19,7 @@ from dpsynth._types import Counts
 from dpsynth.online.rounding import Floats, density_at, sorted_union
 
 #: EM steps of a release: the second spreads every part like the first step's estimate, in
-#: which one part's coarse leaves no longer dilute the others' fine structure (measured in
-#: docs/benchmarks-concentrated.md).
+#: which one part's coarse leaves no longer dilute the others' fine structure (docs/decisions/0010).
 EM_STEPS = 2
 
 #: :func:`stacked_parts`: (union grid, interval starts, densities, sizes, summed density).

@@ -7,7 +7,7 @@ of a few noise scales (:data:`dpsynth.online.guided.LEAF_FLOOR_SCALES`), so of K
 about K·P(Lap_Z ≥ floor) survive, each with a few records of pure noise: phantom mass spread
 over empty space. On concentrated data most leaves are empty, and the phantom mass is the
 coarse part of the W1 error and a bias toward the cube's centre that no t removes
-(measured in docs/benchmarks-concentrated.md).
+(docs/decisions/0005).
 
 So a leaf whose *neighbourhood* — its ancestor :data:`NEIGHBOURHOOD` tree levels up — holds
 less than :data:`EXPECTED_EMPTY` records of guide mass is held to a higher floor: the smallest
@@ -157,7 +157,7 @@ def self_empty(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray, eps
     counts: the noisy sum over the leaf's ancestor :data:`SELF_NEIGHBOURHOOD` tree levels up is
     below :data:`SELF_SCORE` standard deviations of the noise of the leaves it holds, or below
     :func:`empty_floor` of such sums over the summary's neighbourhoods (pure noise makes about
-    :data:`FALSE_LEAVES` of them look occupied; measured in docs/benchmarks-concentrated.md)."""
+    :data:`FALSE_LEAVES` of them look occupied; docs/decisions/0006)."""
     from dpsynth.noise import discrete_laplace_variance
 
     depths = np.asarray(depths, np.int64)

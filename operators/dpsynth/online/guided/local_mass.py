@@ -3,7 +3,7 @@
 Layer: core, post-processing only (privacy: P6). A guided summary keeps a leaf whose noisy count
 exceeds its floor (:mod:`~dpsynth.online.guided.floors`) and drops the rest; scaled to the summary's
 size, the kept leaves used to share the dropped leaves' mass in proportion to their counts, over
-the whole cube. Both tails of that are biased (measured in docs/benchmarks-concentrated.md):
+the whole cube. Both tails of that are biased (docs/decisions/0013):
 
 * an empty leaf's noise is kept only when it is large, so kept leaves in empty space carry
   phantom mass of positive mean, and a dropped empty leaf's noise has a negative mean;

@@ -1,7 +1,6 @@
 """Guided step blocks: octal time nodes and partitions chosen from released summaries (issue 14).
 
-Layer: core. The default for every d (``mechanism="auto"``; docs/benchmarks.md, "Accuracy of the
-default"). Time is
+Layer: core. The default for every d (``mechanism="auto"``; docs/decisions/0001). Time is
 public steps in doubling blocks, as for ``adaptive`` (:mod:`dpsynth.online.steps`); what differs
 is how a block's records are summarised while it is open and when it closes:
 
@@ -13,7 +12,7 @@ is how a block's records are summarised while it is open and when it closes:
   level (k written in base 8), so a release sums O(log k) summaries instead of k step
   summaries, and the large nodes see enough records to resolve fine structure. A Binary
   Mechanism (binary digits, budget split over ⌈log2⌉ heights) gives each node less of the
-  budget at the sizes that matter (docs/benchmarks.md, "How the defaults were tuned").
+  budget at the sizes that matter (docs/decisions/0003).
 * **Guided partitions, no structure budget.** Every summary is a flat histogram: noisy counts
   c(leaf) + Lap_Z(1/ε) on a partition into Morton cells. The partition is a deterministic
   function of summaries *already released* — the node's children (level l − 1) for a node, its
@@ -39,8 +38,7 @@ is how a block's records are summarised while it is open and when it closes:
   cannot locate records fresh to them (each time level refines a record's leaf by three depths;
   block 0 has no guide), which caps the error far above the tree's resolution at large ε. A summary
   whose own ε is at least 32 spends half of it on PrivTree decisions over its records and counts
-  the common refinement of both partitions at the rest (docs/benchmarks.md, "Accuracy by
-  mechanism"). Every summary
+  the common refinement of both partitions at the rest (docs/decisions/0004). Every summary
   at a per-record ε ≤ 16 is below 32, so those releases are unchanged.
 * **Release** (post-processing, P6): the completed blocks and the open block's cover, each
   clipped at a floor of one noise scale (d = 1) or two (d ≥ 2) — higher where the summary's guide
@@ -103,8 +101,7 @@ TIME_FANOUT_BITS = 3
 #: Leaves whose noisy count is at most this many noise scales are dropped, for d = 1 and for
 #: d ≥ 2: an empty leaf's clipped noise is phantom mass spread over its cell, which pulls a release
 #: toward the cube's centre where cells are many (two scales pull less than one at d ≥ 2; at
-#: d = 1 one scale has no bias and two cost accuracy: docs/benchmarks.md, "How the defaults were
-#: tuned").
+#: d = 1 one scale has no bias and two cost accuracy: docs/decisions/0003).
 LEAF_FLOOR_SCALES = (1.0, 2.0)
 
 
@@ -291,7 +288,7 @@ class GuidedMechanism(StepMechanism):
         scaled to the guides' mass (its shape only); a caller takes the pointwise larger of the
         guides and :data:`HISTORY_SHARE` × the history, so a partition is at least as fine as
         the guides alone make it, and no finer where both agree
-        (measured in docs/benchmarks-concentrated.md). Released summaries only (P16); ``history``
+        (docs/decisions/0007). Released summaries only (P16); ``history``
         needs a closed block."""
         depth = min(self.max_depth, max([self._mass_depth(g) for g in guides]
                                         + ([self._blocks_depth] if history else [])))

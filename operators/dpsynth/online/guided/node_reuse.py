@@ -61,7 +61,7 @@ def combined_counts(depths: np.ndarray, prefixes: np.ndarray, counts: np.ndarray
     """A summary's noisy leaf counts (``counts``, noise Lap_Z(1/ε)) combined with those of the
     ``nodes`` (its children) that hold exactly its records (module docstring). Not rounded: a
     cell's correction is shared by its leaves in equal fractions, and rounding each alone moved
-    a cell's total by up to half a record per leaf (measured in docs/benchmarks-concentrated.md)."""
+    a cell's total by up to half a record per leaf (docs/decisions/0009)."""
     leaf_var = discrete_laplace_variance(1.0 / epsilon)
     if not nodes or leaf_var <= 0:  # no noise (ε → ∞): the counts are exact
         return counts

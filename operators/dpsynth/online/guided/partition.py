@@ -20,7 +20,7 @@ from dpsynth.online.guided.guide_mass import cumulative_mass, mass_between
 from dpsynth.online.rounding import Floats
 
 #: θ: a cell is split while guide mass × ℓ∞ diameter > θ·E|leaf noise| (≈ θ/ε; tuned on the
-#: moving blob, uniform data and Gowalla: docs/benchmarks.md, "How the defaults were tuned").
+#: moving blob, uniform data and Gowalla: docs/decisions/0003).
 SPLIT_THRESHOLD = 0.5
 #: A cell whose guide mass is below a quarter of a record is not split, whatever ε: at large ε
 #: the leaf noise cost → 0 (:func:`split_threshold`) and the uniform prior would otherwise split
@@ -34,7 +34,7 @@ MIN_SPLIT_MASS = 0.25
 #: its records over the full height of the square; in dense regions, where mass is structured
 #: at every scale, that cost more than the extra leaf; in regions of about average density a
 #: half-split leaf is the better trade, and in d = 3 completing the cube cost more, so d = 3
-#: keeps the rule above (measured in docs/benchmarks-concentrated.md).
+#: keeps the rule above (docs/decisions/0008).
 WHOLE_SQUARE_DENSITY = 16.0
 #: The halo: a cell holding at least :data:`HALO_MIN_MASS` records of guide mass, and a face
 #: neighbour of its depth holding at least this many times as much and split by the rule above,
@@ -42,8 +42,7 @@ WHOLE_SQUARE_DENSITY = 16.0
 #: city's outskirts, a track leaving a place it dwelt in): the guide, spreading them over the
 #: cell, does not see it, and the m·D rule leaves them at the cell's centre, on the far side;
 #: the halo follows the dense region's edge down while the sparser side still holds guide mass.
-#: With no floor on the cell's own mass it cost accuracy (measured in
-#: docs/benchmarks-concentrated.md).
+#: With no floor on the cell's own mass it cost accuracy (docs/decisions/0011).
 HALO_RATIO = 4.0
 HALO_MIN_MASS = 32.0
 

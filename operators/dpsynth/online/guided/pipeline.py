@@ -57,18 +57,16 @@ from dpsynth.online.privtree import noisy_leaf_counts
 from dpsynth.online.summary import Summary
 
 #: A step's partition is guided by the latest step summary and, where it is larger, the released
-#: history (the closed blocks) scaled to this share of the latest step's mass (measured in
-#: docs/benchmarks-concentrated.md).
+#: history (the closed blocks) scaled to this share of the latest step's mass (docs/decisions/0007).
 HISTORY_SHARE = 1.0
 #: The history guides steps whose own ε is at most this (every step at a per-record ε ≤ 10):
 #: above it a step splits to ``max_depth`` wherever a guide holds a quarter of a record, and on
-#: spread data the history's leaves made the default slower at large ε (measured in
-#: docs/benchmarks-concentrated.md).
+#: spread data the history's leaves made the default slower at large ε (docs/decisions/0007).
 HISTORY_MAX_EPSILON = 8.0
 #: In the floors' guide the history is scaled so that this many noise scales of the summary read
 #: as the floors' bar of half a record (never above full weight): at small ε a few records of
 #: history are far below the noise and must not lower the floors of leaves the latest step left
-#: empty (measured in docs/benchmarks-concentrated.md).
+#: empty (docs/decisions/0007).
 HISTORY_FLOOR_SCALES = 1.0
 #: Share of a guide's mass added uniformly before a partition is chosen (consistency under drift).
 UNIFORM_PRIOR = 0.03

@@ -4,9 +4,9 @@ Layer: core. Used by :mod:`dpsynth.online.guided` (issue 14). A guided partition
 of summaries already released, so it cannot see records that arrive where those summaries had
 little mass: they land in coarse leaves, and each time level refines a leaf by only three depths
 (a cell under a quarter of a record of guide mass is not split). Block 0 has no earlier summary
-at all. At large ε this caps the error far above the tree's resolution (docs/benchmarks.md,
-"Accuracy by mechanism"). No partition chosen without the records can do better with few leaves:
-locating n fresh records to depth D needs about 2^D leaves.
+at all. At large ε this caps the error far above the tree's resolution (docs/decisions/0004).
+No partition chosen without the records can do better with few leaves: locating n fresh
+records to depth D needs about 2^D leaves.
 
 So a summary whose own budget ε is at least :data:`REFINE_FROM` spends :data:`REFINE_SHARE` of it,
 ε_s, on the split decisions of a PrivTree over its own records (Zhang et al. 2016, Alg 1;
@@ -33,8 +33,8 @@ from dpsynth.noise import KeyedNoise
 from dpsynth.online.privtree import privtree_leaves, privtree_params
 from dpsynth.tree import first_cells
 
-#: A summary whose own ε is at least this pays for a PrivTree refinement (docs/benchmarks.md,
-#: "How the defaults were tuned"). Above every summary budget at a per-record ε ≤ 16 (at most
+#: A summary whose own ε is at least this pays for a PrivTree refinement
+#: (docs/decisions/0004). Above every summary budget at a per-record ε ≤ 16 (at most
 #: 0.9·16 = 14.4: block 0 under add/remove), so those releases are unchanged; where the
 #: decisions begin, the counts' noise at ε/2 ≥ 16 is already negligible (E|Lap_Z(1/16)| ≈ 2·10⁻⁷).
 REFINE_FROM = 32.0

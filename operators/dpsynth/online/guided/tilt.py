@@ -1,5 +1,4 @@
-"""Tilted profiles inside a release's coarse cells (issue 31; measured in
-docs/benchmarks-concentrated.md).
+"""Tilted profiles inside a release's coarse cells (issue 31; docs/decisions/0012).
 
 Layer: core, post-processing only (privacy: P6, P16). A guided release is a piecewise-constant
 density on dyadic cells (after the EM steps, :mod:`dpsynth.online.guided.em`), and its points
@@ -35,21 +34,19 @@ from dpsynth.online.rounding import Floats, _interval_of
 
 #: Morton bits of the sub-cells of a tilted cell: ``TILT_BITS // d`` levels per axis (64 sub-cells
 #: at d = 1, 2 and 3), fewer where the cell is narrower (fewer levels left bias of the city edge
-#: in the test's 16 keys; more changed nothing: measured in docs/benchmarks-concentrated.md).
+#: in the test's 16 keys; more changed nothing: docs/decisions/0012).
 TILT_BITS = 6
 #: Cap on a tilted profile's end-to-end density ratio (a cell next to an empty one): its mass then
 #: lies mostly in the seventh of the cell nearest the denser face.
 TILT_MAX_RATIO = 1000.0
 #: A cell's sub-cell levels per axis grow with its steepest |λ|: one below the first rate, two
 #: below the second, then three (a gentle profile is drawn as well by 2 slabs per axis as by 8,
-#: and a release cuts fewer sub-cells; the bias test and W1 unchanged, measured in
-#: docs/benchmarks-concentrated.md).
+#: and a release cuts fewer sub-cells; the bias test and W1 unchanged: docs/decisions/0012).
 TILT_LEVEL_RATES = np.array([1.0, 3.0])
 #: A cell is tilted only if its share of the release's mass times its ℓ∞ side is at least this:
 #: below it no tilt can move the release's W1 by more than a few times it, and a fine release
 #: (uniform data at ε = 100: 10⁵ intervals) would spend a third of its time on neighbours whose
-#: profile is noise. Much higher, the city's edge cells drop out (measured in
-#: docs/benchmarks-concentrated.md).
+#: profile is noise. Much higher, the city's edge cells drop out (docs/decisions/0012).
 TILT_MIN_WEIGHT = 1e-4
 #: Depth of the raster of search hints for the neighbours' intervals (4096 cells, built per
 #: release in one merged pass, :func:`~dpsynth.online.rounding.interval_of`).
