@@ -22,7 +22,7 @@ from dpsynth.errors import BudgetExceededError, ConfigError
 
 __all__ = [
     "StepLedger", "check_composition", "check_select_measure_budget", "laplace_loss",
-    "select_measure_split",
+    "select_measure_loss", "select_measure_split", "split_budget",
 ]
 
 
@@ -50,9 +50,16 @@ def select_measure_split(epsilon: float, k: int, size_epsilon: float = 0.0,
         raise ConfigError(f"`size_epsilon` ({_show(size_epsilon)}) must lie in [0, epsilon)")
     if not (isinstance(selection_share, Real) and 0.0 <= float(selection_share) < 1.0):
         raise ConfigError(f"`selection_share` ({_show(selection_share)}) must lie in [0, 1)")
-    rest = epsilon - float(size_epsilon)
-    share = float(selection_share)
-    return rest * share / k, rest * (1.0 - share) / k
+    return split_budget(epsilon, k, float(size_epsilon), float(selection_share))
+
+
+def split_budget(epsilon: float, k: int, size_epsilon: float,
+                 selection_share: float) -> tuple[float, float]:
+    """:func:`select_measure_split` of arguments checked already (a finite ε > 0, an ``int``
+    k ≥ 1, 0 ≤ ε_n < ε, a share in [0, 1): :class:`~dpsynth.tabular.config.TabularConfig`
+    checked them): the split alone."""
+    rest = epsilon - size_epsilon
+    return rest * selection_share / k, rest * (1.0 - selection_share) / k
 
 
 def check_select_measure_budget(
@@ -93,7 +100,16 @@ def check_select_measure_budget(
     if not (isinstance(size_epsilon, Real) and math.isfinite(float(size_epsilon))
             and float(size_epsilon) >= 0):
         raise ConfigError(f"`size_epsilon` ({_show(size_epsilon)}) must be a finite number >= 0")
-    loss = float(size_epsilon) + k * (float(selection_epsilon) + float(measurement_epsilon))
+    return select_measure_loss(epsilon, k, float(selection_epsilon), float(measurement_epsilon),
+                               float(size_epsilon))
+
+
+def select_measure_loss(epsilon: float, k: int, selection_epsilon: float,
+                        measurement_epsilon: float, size_epsilon: float) -> float:
+    """:func:`check_select_measure_budget` of arguments checked already (a finite ε > 0, an
+    ``int`` k ≥ 1, finite budgets ≥ 0: :class:`~dpsynth.tabular.config.TabularConfig` checked
+    them and computed the split): the loss check alone (privacy: P1, P12)."""
+    loss = size_epsilon + k * (selection_epsilon + measurement_epsilon)
     if loss > epsilon * (1.0 + _BUDGET_RTOL):  # privacy: P12
         shown, eps = _fmt_pair(loss, epsilon)
         raise BudgetExceededError(
@@ -118,7 +134,18 @@ class StepLedger:
     """
 
     def __init__(self, epsilon: float) -> None:
-        self.epsilon = _check_epsilon(epsilon)
+        self._start(_check_epsilon(epsilon))
+
+    @classmethod
+    def of_checked(cls, epsilon: float) -> StepLedger:
+        """The ledger of an ε checked already (a finite float > 0:
+        :class:`~dpsynth.tabular.config.TabularConfig` checked it): no second check."""
+        ledger = cls.__new__(cls)
+        ledger._start(epsilon)
+        return ledger
+
+    def _start(self, epsilon: float) -> None:
+        self.epsilon = epsilon
         self.spent = 0.0
         self.max_spent = 0.0
         self.steps = 0
