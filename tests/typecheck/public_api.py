@@ -29,6 +29,7 @@ from dpsynth.counters import LevelCounters
 from dpsynth.noise import KeyedNoise
 from dpsynth.online.config import OnlineConfig
 from dpsynth.settings import SynthesisSettings
+from dpsynth.tabular.config import TabularConfig
 from dpsynth.tabular.domain import Attribute, Domain
 
 
@@ -80,6 +81,16 @@ def tabular() -> TabularRelease:
     synth = TabularSynthesizer(domain, 1.0, bytes(32), release_every=100)
     synth.add(np.zeros((10, 2), np.int64))
     return synth.step()
+
+
+def tabular_config() -> float:
+    domain = Domain([Attribute("a", 3), Attribute("b", 2)])
+    config = TabularConfig.resolve(domain, 1.0, 100, neighbours="replace")
+    assert_type(config.workloads_per_step, int)  # resolved: max(1, round(2ε)) when unset
+    assert_type(config.eps_measure, float)
+    synth = TabularSynthesizer.from_config(config, bytes(32))
+    assert_type(synth.config, TabularConfig)
+    return synth.config.worst_case_loss
 
 
 def contract(chunks: list[tuple[NDArray[np.float64], None]]) -> Iterator[Release]:

@@ -184,11 +184,40 @@ def test_the_online_config_has_a_field_per_library_parameter() -> None:
     assert signature == set(inspect.signature(OnlineSynthesizer).parameters) - {"key"}
 
 
+#: The tabular synthesizer's options that are the library's alone (no declaration), and
+#: TabularConfig's derived fields: a new option fails the next test until it is listed here
+#: (or declared in dpsynth.params) and resolved in TabularConfig.resolve.
+TABULAR_LIBRARY_ONLY = {"domain", "partition", "bias", "block_size", "support_size",
+                        "full_domain_limit", "fit_passes", "fit_rule", "rejuvenate_every",
+                        "damping", "score", "pooled_marginals", "size_share"}
+TABULAR_DERIVED = {"k", "eps_size", "eps_select", "eps_measure", "worst_case_loss"}
+
+
+def test_the_tabular_config_has_a_field_per_library_parameter() -> None:
+    """TabularConfig holds every parameter the tabular synthesizer takes (the declared ones,
+    the library's own options) and the derived budgets; resolve takes the synthesizer's
+    arguments with the synthesizer's defaults."""
+    from dataclasses import fields
+
+    from dpsynth.tabular.config import TabularConfig
+
+    declared = {p.library_name for p in PARAMS.values()
+                if "library" in p.scopes and (p.group == "tabular" or "tabular" in p.scopes)}
+    taken = dict(inspect.signature(TabularSynthesizer).parameters)
+    del taken["key"]
+    assert set(taken) == declared | TABULAR_LIBRARY_ONLY
+    assert {f.name for f in fields(TabularConfig)} == set(taken) | TABULAR_DERIVED
+    resolve = inspect.signature(TabularConfig.resolve).parameters
+    assert {n: p.default for n, p in resolve.items()} == {
+        n: p.default for n, p in taken.items()}
+
+
 class _Spy:
     """Counts the checks of ε: its declaration's rule, and the accounting's own check."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         import dpsynth.accounting._checks as checks
+        import dpsynth.accounting.composition as composition
         import dpsynth.accounting.units as units
 
         self.rule = self.accounting = 0
@@ -203,7 +232,7 @@ class _Spy:
             return account(value)
 
         monkeypatch.setattr(Param, "check", rule)
-        for module in (checks, units):
+        for module in (checks, composition, units):
             monkeypatch.setattr(module, "_check_epsilon", accounting)
 
 
@@ -239,3 +268,75 @@ def test_epsilon_is_checked_once_by_the_worker_settings(monkeypatch: pytest.Monk
     spy = _Spy(monkeypatch)
     settings.synthesizer(2, KEY)
     assert (spy.rule, spy.accounting) == (1, 0)
+
+
+@pytest.mark.parametrize("options", [{}, {"neighbours": "replace"},
+                                     {"selection": "em", "workloads_per_step": 3},
+                                     {"mechanism": "baseline", "neighbours": "replace"}])
+def test_epsilon_is_checked_once_by_the_tabular_library(monkeypatch: pytest.MonkeyPatch,
+                                                        options: dict[str, object]) -> None:
+    """The keyword constructor, from_config and restore: TabularConfig.resolve checks ε once;
+    the split, the budget check and the step ledger read the checked value."""
+    from dpsynth.tabular.config import TabularConfig
+
+    domain = Domain.from_dict({"a": 2, "b": 3, "c": 2})
+    spy = _Spy(monkeypatch)
+    synth = TabularSynthesizer(domain, 1.0, KEY, release_every=10, **options)
+    assert (spy.rule, spy.accounting) == (1, 0)
+    assert synth.config.epsilon == 1.0 and synth.epsilon == 1.0
+    blob = synth.snapshot()
+    restored = TabularSynthesizer.restore(blob, KEY)
+    assert (spy.rule, spy.accounting) == (2, 0)
+    assert restored.config == synth.config and restored.snapshot() == blob
+    config = TabularConfig.resolve(domain, 1.0, 10, **options)
+    TabularSynthesizer.from_config(config, KEY)
+    assert (spy.rule, spy.accounting) == (3, 0)
+
+
+def test_epsilon_is_checked_once_by_the_tabular_run_command(monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path) -> None:
+    """dpsynth tabular run: the options read the text (Param.parse), TabularConfig.resolve
+    checks ε once; nothing downstream checks it again."""
+    from click.testing import CliRunner
+
+    monkeypatch.setenv("DPSYNTH_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("DPSYNTH_NOISE_KEY", raising=False)
+    monkeypatch.delenv("DPSYNTH_NOISE_KEY_FILE", raising=False)
+    (tmp_path / "domain.json").write_text(
+        '{"version": 1, "attributes": [{"name": "a", "size": 2}, {"name": "b", "size": 3}]}')
+    (tmp_path / "rows.csv").write_text(
+        "a,b\n" + "".join(f"{i % 2},{i % 3}\n" for i in range(40)))
+    spy = _Spy(monkeypatch)
+    result = CliRunner().invoke(main, [
+        "tabular", "run", "--data", str(tmp_path / "rows.csv"), "--domain",
+        str(tmp_path / "domain.json"), "--epsilon", "2", "--neighbours", "replace",
+        "--release-every", "10", "--no-report", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (spy.rule, spy.accounting) == (1, 0)
+
+
+def test_epsilon_is_checked_once_by_the_tabular_worker(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    """DPSYNTH_ENGINE=tabular: the settings parse the text; each synthesizer the worker builds
+    (fresh, restored) and the bound configuration resolve ε once."""
+    from dpsynth.stream.engines import open_engine, public_config
+    from dpsynth.stream.settings import load_config
+    from dpsynth.testing.kafka import TEST_KEY_HEX
+    from tests.support.tabular import write_domain
+
+    config = load_config({
+        "DPSYNTH_BROKER": "127.0.0.1:9", "DPSYNTH_ENGINE": "tabular",
+        "DPSYNTH_DOMAIN_FILE": str(write_domain(tmp_path / "domain.json")),
+        "DPSYNTH_EPSILON": "1.5", "DPSYNTH_NOISE_KEY": TEST_KEY_HEX,
+        "DPSYNTH_DATA_DIR": str(tmp_path / "data")})
+    spy = _Spy(monkeypatch)
+    synth = config.tabular_synthesizer(0)
+    assert (spy.rule, spy.accounting) == (1, 0)
+    assert synth.config == config.tabular_config(0) and synth.epsilon == 1.5
+    assert (spy.rule, spy.accounting) == (2, 0)
+    engine = open_engine(config, 0, None)
+    assert (spy.rule, spy.accounting) == (3, 0)
+    open_engine(config, 0, engine.snapshot())
+    assert (spy.rule, spy.accounting) == (4, 0)
+    assert public_config(config)["epsilon"] == 1.5
+    assert (spy.rule, spy.accounting) == (5, 0)

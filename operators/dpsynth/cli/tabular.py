@@ -33,6 +33,7 @@ from dpsynth.contract import feed
 from dpsynth.datasets import DATA_DIR_ENV, adult_dir, load_adult, make_stream
 from dpsynth.errors import ConfigError
 from dpsynth.release import encode_tabular_release
+from dpsynth.tabular.config import TabularConfig
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.metrics import L1_METRICS, METRICS, step_metrics
 from dpsynth.tabular.synthesizer import TabularSynthesizer
@@ -163,12 +164,12 @@ def run(data: Path | None, domain_path: Path | None, order: str, epsilon: float,
     table = _load(data, domain_path, order, grid, release_every)
     noise_key = resolve_key()
     try:  # a combination of options the library refuses is a usage error
-        synth = TabularSynthesizer(table.domain, epsilon, noise_key.reveal(),
-                                   release_every=release_every, mechanism=tabular_mechanism,
-                                   counter=tabular_counter,
-                                   workloads_per_step=tabular_workloads_per_step,
-                                   selection=selection, estimator=estimator, fit=fit,
-                                   neighbours=neighbours)
+        config = TabularConfig.resolve(table.domain, epsilon, release_every,
+                                       mechanism=tabular_mechanism, counter=tabular_counter,
+                                       workloads_per_step=tabular_workloads_per_step,
+                                       selection=selection, estimator=estimator, fit=fit,
+                                       neighbours=neighbours)
+        synth = TabularSynthesizer.from_config(config, noise_key.reveal())
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
     bind_key_to_input(noise_key, f"dpsynth tabular run over {data or 'Adult'}", table.identity,

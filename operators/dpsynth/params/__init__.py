@@ -97,7 +97,9 @@ def settings_table() -> str:
         "worker's variable (`DPSYNTH_` + the name), its check and its error message. A synthesis",
         "parameter the library takes is also a field of `OnlineConfig`",
         "(`dpsynth/online/config.py`), checked once in `OnlineConfig.resolve` and read from",
-        "there by the synthesizer and its mechanisms: add the field and its check there.",
+        "there by the synthesizer and its mechanisms: add the field and its check there. A",
+        "tabular one is a field of `TabularConfig` (`dpsynth/tabular/config.py`), checked once",
+        "in `TabularConfig.resolve`, likewise.",
         "`tests/unit/test_params.py` fails until every part agrees with the declaration.",
         "",
     ]

@@ -210,7 +210,7 @@ def public_config(config: WorkerConfig) -> dict[str, Any]:
     topic's partition count."""
     bound: dict[str, Any] = {"engine": config.engine}
     if config.tabular is not None:
-        bound.update(config.tabular_synthesizer(0, key=bytes(32)).public_config())
+        bound.update(config.tabular_config(0).public_config())
     else:
         assert config.schema is not None
         bound.update(config.synthesizer(config.d, bytes(32)).public_config())

@@ -34,6 +34,7 @@ from dpsynth.params import CRASH_POINTS, PARAMS
 from dpsynth.release.points_arrow import check_points_output
 from dpsynth.schema import Schema
 from dpsynth.settings import WorkerSettings, bootstrap_of, config_error, env_name
+from dpsynth.tabular.config import TabularConfig
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.synthesizer import TabularSynthesizer
 
@@ -111,19 +112,24 @@ class WorkerConfig(WorkerSettings):
         return TabularSettings(self.domain_file, domain, self.tabular_mechanism,
                                self.tabular_counter, self.tabular_workloads_per_step)
 
-    def tabular_synthesizer(self, partition: int, key: bytes | None = None
-                            ) -> TabularSynthesizer:
-        """A fresh tabular synthesizer of ``partition`` (``key``: the run key by default)."""
+    def tabular_config(self, partition: int) -> TabularConfig:
+        """The resolved :class:`~dpsynth.tabular.config.TabularConfig` of ``partition``,
+        checked once by its ``resolve`` (the settings only parsed the text)."""
         s = self.tabular
         if s is None:
             raise ConfigError("DPSYNTH_ENGINE=tabular needs DPSYNTH_DOMAIN_FILE; set it")
         assert self.release_every is not None and self.neighbours is not None  # the engine's
-        return TabularSynthesizer(
-            s.domain, self.epsilon, self.noise_key.reveal() if key is None else key,
-            release_every=self.release_every, mechanism=s.mechanism, counter=s.counter,
-            workloads_per_step=s.workloads_per_step, partition=partition,
+        return TabularConfig.resolve(
+            s.domain, self.epsilon, self.release_every, mechanism=s.mechanism,
+            counter=s.counter, workloads_per_step=s.workloads_per_step, partition=partition,
             neighbours=self.neighbours,
         )
+
+    def tabular_synthesizer(self, partition: int, key: bytes | None = None
+                            ) -> TabularSynthesizer:
+        """A fresh tabular synthesizer of ``partition`` (``key``: the run key by default)."""
+        return TabularSynthesizer.from_config(
+            self.tabular_config(partition), self.noise_key.reveal() if key is None else key)
 
     @property
     def d(self) -> int:

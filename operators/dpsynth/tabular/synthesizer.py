@@ -21,7 +21,8 @@ Privacy: ε-DP for the whole stream under the paper's neighbours (one record add
 at one step; ``neighbours="replace"`` doubles every sensitivity s). Under add/remove a size
 counter spends ε_n = ``size_share``·ε; each step (ε − ε_n)/k per counter (cyclic selection), or
 (ε − ε_n)/(2k) per EM selection and per counter
-(:func:`dpsynth.accounting.select_measure_split`), checked at construction and charged on a
+(:func:`dpsynth.accounting.select_measure_split`), checked once with every other parameter by
+:meth:`TabularConfig.resolve <dpsynth.tabular.config.TabularConfig.resolve>` and charged on a
 :class:`~dpsynth.accounting.StepLedger` (docs/privacy.md P12). All noise is derived from ``key``.
 
 Snapshots hold true pending records and counts (state, never released: it needs the protection
@@ -37,25 +38,18 @@ from typing import Any
 
 import numpy as np
 
-from dpsynth.accounting import StepLedger, check_select_measure_budget, select_measure_split
+from dpsynth.accounting import StepLedger
 from dpsynth.contract import refuse_count_steps, tick_ends_step
 from dpsynth.errors import StateCorruptError
 from dpsynth.noise import KeyedNoise
-from dpsynth.params import check_library
 from dpsynth.release import TabularRelease
 from dpsynth.state import pack_state, unpack_state
+from dpsynth.tabular.config import TabularConfig
 from dpsynth.tabular.counters import Counter
 from dpsynth.tabular.domain import Domain
 from dpsynth.tabular.estimators import pooled_marginals
 from dpsynth.tabular.model import ParticleModel
-from dpsynth.tabular.options import (
-    FITS,
-    METHODS,
-    NEIGHBOURS,
-    check_options,
-    default_workloads_per_step,
-    refuse_users,
-)
+from dpsynth.tabular.options import FITS, METHODS, NEIGHBOURS, refuse_users
 from dpsynth.tabular.pgm import require_mbi, step_fit
 from dpsynth.tabular.selection import (
     cyclic_order,
@@ -113,6 +107,9 @@ class TabularSynthesizer:
     partition
         Input partition served; enters every noise context.
 
+    The arguments are checked once, into a :class:`~dpsynth.tabular.config.TabularConfig`
+    (``synth.config``); :meth:`from_config` builds the synthesizer of a resolved one.
+
     >>> dom = Domain.from_dict({"a": 2, "b": 3, "c": 2})
     >>> synth = TabularSynthesizer(dom, 1.0, bytes(32), release_every=10, neighbours="replace")
     >>> rel = synth.extend(np.zeros((25, 3), np.int64))
@@ -151,58 +148,66 @@ class TabularSynthesizer:
         partition: int = 0,
         size_share: float = SIZE_SHARE,
     ) -> None:
-        check_library({}, epsilon=epsilon)
-        if workloads_per_step is None:  # k = max(1, round(2ε)): the measured default (T3)
-            workloads_per_step = default_workloads_per_step(epsilon)
-        check_options(domain, mechanism=mechanism, counter=counter, fit=fit,
-                      neighbours=neighbours, bias=bias, fit_rule=fit_rule, score=score,
-                      release_every=release_every, workloads_per_step=workloads_per_step,
-                      fit_passes=fit_passes, rejuvenate_every=rejuvenate_every,
-                      support_size=support_size, partition=partition, estimator=estimator,
-                      pooled_marginals=pooled_marginals, size_share=size_share,
-                      selection=selection, damping=damping)
-        self.domain, self.epsilon = domain, float(epsilon)
-        self.release_every, self.mechanism, self.counter = release_every, mechanism, counter
-        self.fit_name, self.neighbours, self.bias = fit, neighbours, bias
-        self.block_size, self.support_size = int(block_size), support_size
-        self.full_domain_limit, self.fit_passes = int(full_domain_limit), fit_passes
-        self.fit_rule, self.rejuvenate_every, self.partition = fit_rule, rejuvenate_every, partition
-        self.estimator, self.size_share = estimator, float(size_share)
-        self.selection, self.damping = selection, float(damping)
+        self._setup(TabularConfig.resolve(
+            domain, epsilon, release_every, mechanism=mechanism, counter=counter,
+            workloads_per_step=workloads_per_step, selection=selection, fit=fit,
+            neighbours=neighbours, bias=bias, block_size=block_size, support_size=support_size,
+            full_domain_limit=full_domain_limit, fit_passes=fit_passes, fit_rule=fit_rule,
+            rejuvenate_every=rejuvenate_every, estimator=estimator, damping=damping,
+            score=score, pooled_marginals=pooled_marginals, partition=partition,
+            size_share=size_share), key)
+
+    @classmethod
+    def from_config(cls, config: TabularConfig, key: bytes) -> TabularSynthesizer:
+        """The synthesizer of a resolved :class:`~dpsynth.tabular.config.TabularConfig` (what
+        ``dpsynth tabular run`` and the worker build; the keyword constructor builds one too)."""
+        self = cls.__new__(cls)
+        self._setup(config, key)
+        return self
+
+    def _setup(self, config: TabularConfig, key: bytes) -> None:
+        """Build from ``config`` (checked once, by :meth:`TabularConfig.resolve`)."""
+        self.config = config
+        self.domain, self.epsilon = config.domain, config.epsilon
+        self.release_every, self.mechanism = config.release_every, config.mechanism
+        self.counter, self.fit_name = config.counter, config.fit
+        self.neighbours, self.bias = config.neighbours, config.bias
+        self.block_size, self.support_size = config.block_size, config.support_size
+        self.full_domain_limit, self.fit_passes = config.full_domain_limit, config.fit_passes
+        self.fit_rule, self.rejuvenate_every = config.fit_rule, config.rejuvenate_every
+        self.partition, self.estimator = config.partition, config.estimator
+        self.size_share, self.selection = config.size_share, config.selection
+        self.damping = config.damping
         self.guide_floor = GUIDE_FLOOR
-        if fit == "pgm":
+        if self.fit_name == "pgm":
             require_mbi()
-        self.workloads = Workloads(domain.sizes)
-        self.k = min(workloads_per_step, len(self.workloads))
-        self.workloads_per_step = workloads_per_step
-        # the count is public under replacement; under add/remove a size counter spends ε_n
-        self.eps_size = self.size_share * self.epsilon if neighbours == "add_remove" else 0.0
-        public = mechanism == "proposed" and selection == "cyclic"  # reads no data: T18
-        self.eps_select, self.eps_measure = select_measure_split(
-            self.epsilon, self.k, self.eps_size, selection_share=0.0 if public else 0.5)
-        self.worst_case_loss = check_select_measure_budget(  # privacy: P1 (issue 7), P12
-            self.epsilon, self.k, self.eps_select, self.eps_measure, self.eps_size)
-        self.s = NEIGHBOURS[neighbours]
-        self.score = score
-        self.pooled_marginals = bool(pooled_marginals)
+        self.workloads = Workloads(self.domain.sizes)
+        self.k, self.workloads_per_step = config.k, config.workloads_per_step
+        self.eps_size = config.eps_size
+        self.eps_select, self.eps_measure = config.eps_select, config.eps_measure
+        self.worst_case_loss = config.worst_case_loss  # privacy: P1 (issue 7), P12
+        self.s = NEIGHBOURS[self.neighbours]
+        self.score = config.score
+        self.pooled_marginals = config.pooled_marginals
         # §7.2: Δ = 1/min|q_i| (1/4 for 2×2) for the per-cell score; Δ = 1 for the L1 score
-        self.em_sensitivity = self.s / (float(self.workloads.cells.min()) if score == "mean"
-                                        else 1.0)
+        self.em_sensitivity = self.s / (float(self.workloads.cells.min())
+                                        if self.score == "mean" else 1.0)
         self._noise = KeyedNoise(key)
-        self._ctx = ("tabular", partition, mechanism, counter)
-        self.ledger = StepLedger(self.epsilon)
-        self.schedule = cyclic_order(self._noise, ("tabular", partition, "cyclic"),
+        self._ctx = ("tabular", self.partition, self.mechanism, self.counter)
+        self.ledger = StepLedger.of_checked(self.epsilon)
+        self.schedule = cyclic_order(self._noise, ("tabular", self.partition, "cyclic"),
                                      len(self.workloads))
         self.model = ParticleModel.initial(
-            self.workloads, self._noise, ("tabular", partition, "support"),
-            support_size=support_size, full_domain_limit=self.full_domain_limit)
+            self.workloads, self._noise, ("tabular", self.partition, "support"),
+            support_size=self.support_size, full_domain_limit=self.full_domain_limit)
         self.counters = [
-            Counter(counter, int(c), self.eps_measure, self._noise, (*self._ctx, "ctr", i),
-                    sensitivity=self.s, block_size=self.block_size)
+            Counter(self.counter, int(c), self.eps_measure, self._noise,
+                    (*self._ctx, "ctr", i), sensitivity=self.s, block_size=self.block_size)
             for i, c in enumerate(self.workloads.cells)]
         self.remainders = [np.zeros(int(c)) for c in self.workloads.cells]
         self.fed_records = np.zeros(len(self.workloads), np.int64)  # records each counter saw
-        self.size = StreamSize(neighbours, self.eps_size, self._noise, (*self._ctx, "size"))
+        self.size = StreamSize(self.neighbours, self.eps_size, self._noise,
+                               (*self._ctx, "size"))
         self.records_seen, self.steps = 0, 0  # records_seen: true count, state only (P12)
         self._pending: list[np.ndarray] = []
         self._n_pending = 0
@@ -211,21 +216,9 @@ class TabularSynthesizer:
     # -- public ---------------------------------------------------------------------------
 
     def public_config(self) -> dict[str, Any]:
-        """Everything the state is bound to (no secrets): restore needs the same."""
-        extra = {"size_share": self.size_share} if self.neighbours == "add_remove" else {}
-        return {
-            **extra,
-            "domain": self.domain.to_dict(), "epsilon": self.epsilon,
-            "release_every": self.release_every, "method": self.mechanism,
-            "counter": self.counter, "workloads_per_step": self.workloads_per_step,
-            "fit": self.fit_name, "neighbours": self.neighbours, "bias": self.bias,
-            "block_size": self.block_size, "support_size": self.support_size,
-            "full_domain_limit": self.full_domain_limit, "fit_passes": self.fit_passes,
-            "fit_rule": self.fit_rule, "rejuvenate_every": self.rejuvenate_every,
-            "estimator": self.estimator, "score": self.score,
-            "selection": self.selection, "damping": self.damping,
-            "pooled_marginals": self.pooled_marginals, "partition": self.partition,
-        }
+        """Everything the state is bound to (no secrets): restore needs the same
+        (:meth:`~dpsynth.tabular.config.TabularConfig.public_config`)."""
+        return self.config.public_config()
 
     def metadata(self) -> dict[str, Any]:
         """Public release metadata."""
