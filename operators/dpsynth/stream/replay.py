@@ -15,37 +15,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from dpsynth.errors import DpsynthError
 from dpsynth.stream.processor import InputMessage, Replay
-from dpsynth.stream.sink import kafka_error
+from dpsynth.stream.sink import watermarks
 
 log = logging.getLogger(__name__)
 
 
 class InputLostError(DpsynthError):
     """Input records needed to rebuild a partition's state were deleted from Kafka."""
-
-
-#: Errors of a partition whose leader is being elected (librdkafka does not flag them
-#: retriable on a metadata call): asked again until the timeout.
-_ELECTION = frozenset({KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
-                       KafkaError.NOT_LEADER_FOR_PARTITION})
-
-
-def watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
-    """(low, high) watermarks of ``tp``, asked again while the broker's error is retriable — a
-    leader election in progress answers OFFSET_NOT_AVAILABLE ("high watermark is not caught
-    up") for a moment, which is no reason to stop the worker — until ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return consumer.get_watermark_offsets(tp, timeout=max(deadline - time.monotonic(),
-                                                                  1.0))
-        except KafkaException as e:
-            err = kafka_error(e)
-            if err is None or not (err.retriable() or err.code() in _ELECTION) or (
-                    time.monotonic() > deadline):
-                raise
-            log.warning("input %s[%d]: %s; asking again", tp.topic, tp.partition, err.str())
-            time.sleep(0.2)
 
 
 def make_replay(bootstrap_servers: str, topic: str, *, timeout_s: float = 30.0) -> Replay:

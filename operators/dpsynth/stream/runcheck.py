@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from dpsynth.errors import ConfigError
 from dpsynth.keybinding import locked_record, new_record, refusal, write_record
 from dpsynth.keys import NoiseKey
-from dpsynth.stream.replay import watermarks
+from dpsynth.stream.sink import watermarks
 
 
 def foreign_fingerprint(values: Iterable[tuple[bytes | None, bytes | None]], run_id: str,

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from dpsynth.errors import DpsynthError
 
@@ -134,6 +134,30 @@ def _produce(producer: Producer, on_delivery: Callable[[KafkaError | None, Any],
 def kafka_error(e: KafkaException) -> KafkaError | None:
     """The :class:`KafkaError` a :class:`KafkaException` carries, or None."""
     return e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+
+
+#: Errors of a partition whose leader is being elected (librdkafka does not flag them
+#: retriable on a metadata call): asked again until the timeout.
+_ELECTION = frozenset({KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
+                       KafkaError.NOT_LEADER_FOR_PARTITION})
+
+
+def watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """(low, high) watermarks of ``tp``, asked again while the broker's error is retriable — a
+    leader election in progress answers OFFSET_NOT_AVAILABLE ("high watermark is not caught
+    up") for a moment, which is no reason to stop the worker — until ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=max(deadline - time.monotonic(),
+                                                                  1.0))
+        except KafkaException as e:
+            err = kafka_error(e)
+            if err is None or not (err.retriable() or err.code() in _ELECTION) or (
+                    time.monotonic() > deadline):
+                raise
+            log.warning("input %s[%d]: %s; asking again", tp.topic, tp.partition, err.str())
+            time.sleep(0.2)
 
 
 class TransactionalSink:
