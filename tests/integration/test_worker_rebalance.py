@@ -2,10 +2,14 @@
 
 Worker A starts alone and owns both input partitions; worker B joins (one partition moves to B,
 which has no local state for it and restores it from the state topic); later B stops and A takes
-the partition back with its own older state (it replays from its stale watermark). Records arrive
-in every phase. Each partition's releases must equal ``OnlineSynthesizer(..., partition=p)`` on
-that partition's points, and a plain ``read_committed`` consumer (no dpsynth code) must see each of
-them exactly once, complete and in order: the moves publish nothing twice.
+the partition back with its own older state (it replays from its stale watermark); last, A is
+killed (SIGKILL) while records arrive and restarts. Records arrive in every phase. Each
+partition's releases must equal ``OnlineSynthesizer(..., partition=p)`` on that partition's
+points, and a plain ``read_committed`` consumer (no dpsynth code) must see each of them exactly
+once, complete and in order: the moves publish nothing twice. The synthetic topic has three
+partitions, more than the input: one consumer of all of them, reading from the start, receives
+each input partition's releases in sequence order (issue 46; they all sit on output partition
+``p mod 3``).
 """
 
 from __future__ import annotations
@@ -26,7 +30,12 @@ from dpsynth.testing.kafka import (
     write_schema,
 )
 from tests.support.embedded import check_against_embedded, embedded_release_records
-from tests.support.plain_consumer import assert_exactly_once, read_all
+from tests.support.plain_consumer import (
+    assert_arrival_order,
+    assert_exactly_once,
+    read_all,
+    read_arrival_order,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -70,9 +79,9 @@ def test_two_workers_and_rebalances_keep_every_partition_equal_to_its_embedded_r
     kafka_bootstrap, tmp_path
 ):
     rng = np.random.default_rng(31)
-    points = {0: rng.random((13_000, 2)), 1: rng.random((13_000, 2)) ** 2}
+    points = {0: rng.random((16_000, 2)), 1: rng.random((16_000, 2)) ** 2}
     topics = unique_topics("rebalance")
-    create_topics(kafka_bootstrap, {topics.input: 2, topics.output: 2, topics.dead_letter: 1})
+    create_topics(kafka_bootstrap, {topics.input: 2, topics.output: 3, topics.dead_letter: 1})
     schema = write_schema(tmp_path / "schema.json")
     # ticks every 1000 records only (no markers): the moves, not time, are under test here
     env_a = worker_env(kafka_bootstrap, topics, schema, tmp_path / "data-a", tick_seconds=0)
@@ -96,6 +105,13 @@ def test_two_workers_and_rebalances_keep_every_partition_equal_to_its_embedded_r
         _produce(kafka_bootstrap, topics.input, points, 10_000, 13_000)
         _wait(_all_done([a], 13_000), [a])
         assert f"partition {moved}: the first input offset delivered" in a.log_path.read_text()
+
+        _produce(kafka_bootstrap, topics.input, points, 13_000, 16_000)
+        a.wait_for(lambda m: min(m.get("dpsynth_t", {"0": 0}).values()) >= 14_000)
+        a.kill()  # kill -9 mid-stream, then a restart on the same data directory
+        a.stop()
+        a = WorkerProcess(env_a, tmp_path / "a.log").start()
+        _wait(_all_done([a], 16_000), [a])
     finally:
         a.stop()
         b.stop()
@@ -109,11 +125,13 @@ def test_two_workers_and_rebalances_keep_every_partition_equal_to_its_embedded_r
         expected.update({(p, s): r for s, r in per_sequence.items()})
     stats = check_against_embedded(read_topic(kafka_bootstrap, topics.output), expected,
                                    "test-run")
-    assert stats["releases"] == 26 and stats["duplicates"] == 0
+    assert stats["releases"] == 32 and stats["duplicates"] == 0
     assert assert_exactly_once(read_all(kafka_bootstrap, topics.output), expected,
-                               "test-run") == 26
+                               "test-run") == 32
+    assert_arrival_order(read_arrival_order(kafka_bootstrap, topics.output),
+                         {("test-run", 0): 16, ("test-run", 1): 16})
     with ReleaseConsumer(kafka_bootstrap, topics.output, run_id="test-run") as consumer:
         events = list(consumer.releases(idle_s=3))
-        assert len(events) == 26
-        assert consumer.latest_t() == {0: 13_000, 1: 13_000}
-        assert consumer.merge_latest().shape == (26_000, 2)
+        assert len(events) == 32
+        assert consumer.latest_t() == {0: 16_000, 1: 16_000}
+        assert consumer.merge_latest().shape == (32_000, 2)

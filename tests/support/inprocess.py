@@ -56,7 +56,9 @@ def running_worker(config: WorkerConfig, clock: TickClock, gate: Gate | None = N
                                                  max_message_bytes=2_000_000)
     operator = Operator(config, tick_clock=clock,
                         latest_partitions=partitions.get(latest or "", 1),
-                        state_partitions=partitions.get(state or "", 1))
+                        state_partitions=partitions.get(state or "", 1),
+                        output_partitions=partitions[config.output_topic],
+                        points_partitions=partitions.get(config.points_topic, 1))
     if gate is not None:
         operator.handle = gate.wrap(operator.handle)  # type: ignore[method-assign]
     loop = InputLoop(config, operator)

@@ -5,7 +5,8 @@ Kafka Connect consumer sees — every record of the topic, ``read_committed`` (o
 the transactions hide, ``read_uncommitted``), partition by partition in offset order — and the
 check of what the worker promises such a consumer (docs/operator.md "Delivery guarantees"):
 every release exactly once, complete, its records contiguous and in order, releases of one
-input partition in increasing sequence.
+input partition in increasing sequence — on one topic partition, so in arrival order too
+(:func:`read_arrival_order`, :func:`assert_arrival_order`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import uuid
 from collections.abc import Mapping
 from typing import NamedTuple
 
+import msgpack
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 
@@ -31,6 +33,14 @@ def read_all(bootstrap: str, topic: str, *, isolation: str = "read_committed",
              timeout_s: float = 60.0) -> list[Record]:
     """Every record of ``topic`` up to each partition's end (the last stable offset under
     ``read_committed``), partitions in order, each in offset order."""
+    return sorted(read_arrival_order(bootstrap, topic, isolation=isolation, timeout_s=timeout_s),
+                  key=lambda r: (r.partition, r.offset))
+
+
+def read_arrival_order(bootstrap: str, topic: str, *, isolation: str = "read_committed",
+                       timeout_s: float = 60.0) -> list[Record]:
+    """Every record of ``topic`` up to each partition's end, in the order one consumer of all
+    its partitions received them (librdkafka interleaves the partitions as it fetches)."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"plain-reader-{uuid.uuid4().hex[:10]}",
         "isolation.level": isolation, "enable.auto.commit": False,
@@ -53,7 +63,7 @@ def read_all(bootstrap: str, topic: str, *, isolation: str = "read_committed",
                         continue
                     raise KafkaException(err)
                 out.append(Record(m.partition(), m.offset(), m.key(), m.value()))
-        return sorted(out, key=lambda r: (r.partition, r.offset))
+        return out
     finally:
         consumer.close()
 
@@ -90,3 +100,32 @@ def assert_exactly_once(records: list[Record],
     missing = sorted(set(expected) - seen)
     assert not missing, f"releases missing (a gap): {missing[:5]} of {len(missing)}"
     return len(seen)
+
+
+def arrival_sequences(records: list[Record]) -> dict[tuple[str, int], list[int]]:
+    """(run_id, input partition) → the release sequences in the order of ``records`` (as
+    :func:`read_arrival_order` returns them), each release once: at its header record. The
+    identity is read from each record's value (msgpack), never from the key."""
+    out: dict[tuple[str, int], list[int]] = {}
+    for r in records:
+        if r.value is None:
+            continue
+        record = msgpack.unpackb(r.value, raw=False, strict_map_key=False)
+        if record.get("kind") == "header":
+            out.setdefault((record["run_id"], int(record["partition"])), []).append(
+                int(record["sequence"]))
+    return out
+
+
+def assert_arrival_order(records: list[Record], releases: Mapping[tuple[str, int], int]) -> None:
+    """What a plain consumer reading from the start may assume: for each (run, input
+    partition), the releases it receives, in arrival order, are exactly 1 … n (``releases``
+    maps it to n), strictly increasing — never a lower sequence after a higher one."""
+    seen = arrival_sequences(records)
+    late = {slot: sum(s < max(sequences[:i], default=0) for i, s in enumerate(sequences))
+            for slot, sequences in seen.items()}  # releases after a higher sequence
+    assert not any(late.values()), (
+        f"releases received after one of a higher sequence, per (run, input partition): "
+        f"{late} of {({slot: len(s) for slot, s in seen.items()})}")
+    assert seen == {slot: list(range(1, n + 1)) for slot, n in releases.items()}, (
+        "gaps or duplicates")

@@ -154,3 +154,31 @@ def test_the_processor_keeps_the_newest_release_whole_in_the_latest_view(tmp_pat
     assembler = ReleaseAssembler()
     done = [assembler.add(v) for v in view.values()]
     assert done[-1] == decode_release(last) and done.count(None) == len(last) - 1
+
+
+@pytest.mark.parametrize("partition", [4, 5])
+def test_every_record_of_an_input_partition_goes_to_its_output_partition(tmp_path, partition):
+    """Input partition p: its releases on synthetic partition p mod 3, their points on p mod 2,
+    the latest view on p mod 4 — never placed by the key (issue 46): one partition each, so
+    any consumer receives the releases in sequence order."""
+    config = point_config(tmp_path, DPSYNTH_RELEASE_EVERY="300", DPSYNTH_LATEST_INTERVAL_S="0",
+                          DPSYNTH_POINTS_FORMAT="arrow")
+    points = np.random.default_rng(6).random((1500, 2))
+    messages = [InputMessage(offset=k, value=encode_records(records_of(points[i:i + 100])))
+                for k, i in enumerate(range(0, 1500, 100))]
+    sink = MemorySink()
+    store = PartitionStore(config.data_dir / "p", partition=partition, run_id="test-run",
+                           sync=False)
+    proc = PartitionProcessor(config, partition, store=store, sink=sink, latest_partitions=4,
+                              output_partitions=3, points_partitions=2)
+    for i in range(0, len(messages), 3):
+        proc.process(messages[i:i + 3])
+        proc.commit()
+    proc.close()
+    where = {config.output_topic: partition % 3, config.points_topic: partition % 2,
+             config.latest_topic_name: partition % 4}
+    for topic, expected in where.items():
+        assert sink.delivered[topic], topic
+        assert set(sink.partitions[topic]) == {expected}, topic
+    sequences = [int(key.rsplit(b"/", 1)[1]) for key, _ in sink.delivered[config.output_topic]]
+    assert sequences == sorted(sequences) and sequences[-1] == 5

@@ -182,7 +182,9 @@ def run_worker(config: WorkerConfig) -> None:
     warm_up(config)
     phase("kernels ready")
     app, _ = create_app(config, latest_partitions=partitions.get(latest or "", 1),
-                        state_partitions=partitions.get(state or "", 1))
+                        state_partitions=partitions.get(state or "", 1),
+                        output_partitions=partitions[config.output_topic],
+                        points_partitions=partitions.get(config.points_topic, 1))
     log.info("dpsynth worker: %s; topic partitions %s", config.public_summary(), partitions)
     worker = Worker(app, loglevel=config.log_level, quiet=True, redirect_stdouts=False)
     try:

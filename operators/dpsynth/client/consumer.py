@@ -11,10 +11,12 @@ position only).
 The synthetic dataset at any time is the union of the partitions' latest releases (docs/design.md
 D13: disjoint partitions compose in parallel): :meth:`ReleaseConsumer.merge_latest`.
 
-Ordering: all records of one release share one key and so one topic partition, in order; two
-releases of the same input partition may sit on different topic partitions, so they can arrive
-out of sequence order. :attr:`latest` always holds the highest sequence seen, and
-``releases(newest_only=True)`` yields only releases newer than that.
+Ordering: the worker puts every release of input partition p on topic partition p mod (the
+topic's partitions), in sequence order (docs/operator.md "The contract"), so releases arrive in
+sequence order. On a topic written before issue 46 (placed by the key's hash) two releases of
+one input partition may sit on different topic partitions and arrive out of sequence order:
+:attr:`latest` always holds the highest sequence seen, and ``releases(newest_only=True)``
+yields only releases newer than that.
 
 **The latest view** (``latest_view=True``, or the latest view's topic by name): the compacted
 topic that holds each input partition's newest release (``docs/operator.md`` "The latest

@@ -63,10 +63,11 @@ class InputService(Service):
         self.intake.operator.close()
 
 
-def create_app(config: WorkerConfig, *, latest_partitions: int = 1, state_partitions: int = 1
+def create_app(config: WorkerConfig, *, latest_partitions: int = 1, state_partitions: int = 1,
+               output_partitions: int = 1, points_partitions: int = 1
                ) -> tuple[faust.App, Operator]:
     """The Faust app (web server, life cycle) and its :class:`Operator`, from ``config``
-    (``latest_partitions``, ``state_partitions``: the derived topics' partition counts)."""
+    (``*_partitions``: the output topics' partition counts)."""
     web_host: dict[str, Any] = ({"web_host": "127.0.0.1"} if config.web_bind.startswith("127.")
                                 else {})
     app = faust.App(
@@ -84,7 +85,8 @@ def create_app(config: WorkerConfig, *, latest_partitions: int = 1, state_partit
     # the input is our own consumer (intake.py): Faust's consumer and producer stay off
     app.boot_strategy = BootStrategy(app, enable_kafka=False)
     operator = Operator(config, latest_partitions=latest_partitions,
-                        state_partitions=state_partitions)
+                        state_partitions=state_partitions, output_partitions=output_partitions,
+                        points_partitions=points_partitions)
     app.add_dependency(InputService(InputLoop(config, operator)))
 
     def probe(web: Any, verdict: tuple[bool, str]) -> Any:

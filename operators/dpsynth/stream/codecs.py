@@ -270,9 +270,27 @@ def dead_letter_key(topic: str, partition: int, offset: int) -> bytes:
 
 
 def release_record_key(run_id: str, partition: int, sequence: int) -> bytes:
-    """Key of every record of one release: they all land on one output partition, in order.
+    """Key of every record of one release (on the synthetic and the points topics).
+
+    Not what places them: :func:`output_partition` does.
 
     >>> release_record_key("run-a", 3, 17)
     b'run-a/3/17'
     """
     return f"{run_id}/{partition}/{sequence}".encode()
+
+
+def output_partition(partition: int, partitions: int) -> int:
+    """The partition of an output topic (synthetic, points, latest view; the state topic's
+    rule too) that every record of input partition ``partition`` goes to: ``partition mod
+    partitions``.
+
+    One input partition's releases are produced in sequence order by its one transactional
+    producer; on one output partition they stay in that order for every consumer (issue 46).
+    Placed explicitly, not by the key's hash: the key holds the sequence, so Kafka's default
+    partitioner would spread one input partition's releases over all output partitions.
+
+    >>> output_partition(5, 3), output_partition(1, 4)
+    (2, 1)
+    """
+    return int(partition) % max(int(partitions), 1)

@@ -10,6 +10,12 @@ group's offset. A ``read_committed`` reader sees all of it or none of it, and th
 moves with it (docs/design.md D12). An aborted transaction (a broker
 failure, a coordinator that timed it out) is retried whole, with the same bytes.
 
+**Placement** (issue 46): every record of input partition p — on the history, the points and
+the latest view — goes to partition ``p mod`` (that topic's partition count)
+(:func:`~dpsynth.stream.codecs.output_partition`), never by its key's hash: the releases of one
+input partition, produced in sequence order by its one transactional producer, then sit on one
+partition of each topic in sequence order, so any consumer receives them in that order.
+
 **The latest view** (docs/design.md D17, ``docs/operator.md`` "The latest view") is a compacted
 topic that keeps, per (run, input partition), the records of its newest release: each record has its
 own key ``run_id/partition/latest/<position>`` (position 0 the header, the end record last), so
@@ -33,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dpsynth.stream.codecs import output_partition
 from dpsynth.stream.crash import CrashPoints
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.sink import DeliveryError, TransactionAborted
@@ -78,13 +85,15 @@ def latest_key(run_id: str, partition: int, position: int) -> bytes:
 
 @dataclass
 class Topics:
-    """Where a partition's output goes."""
+    """Where a partition's output goes (``*_partitions``: the topics' partition counts)."""
 
     output: str
     dead_letter: str
     latest: str | None = None  # None: no latest view
     latest_partitions: int = 1
     points: str | None = None  # the materialised points (DPSYNTH_POINTS_FORMAT), or None
+    output_partitions: int = 1
+    points_partitions: int = 1
 
 
 @dataclass
@@ -193,17 +202,19 @@ class Output:
         self._pending = _Pending()
         records: list[Record] = []
         first = 0
+        on_history = output_partition(self.partition, topics.output_partitions)
+        on_points = output_partition(self.partition, topics.points_partitions)
         for release, _, _ in pending.releases:
             sequence, release_records = self.encode(release)
             key = self.history_key(sequence)
             first = first or len(release_records)
-            records += [(topics.output, key, r, None) for r in release_records]
+            records += [(topics.output, key, r, on_history) for r in release_records]
             self._sent_records += len(release_records)
             if topics.latest:
                 self._latest = release_records
             if topics.points is not None and self.points is not None:
                 point_records = self.points(release)  # DPSYNTH_POINTS_FORMAT
-                records += [(topics.points, key, r, None) for r in point_records]
+                records += [(topics.points, key, r, on_points) for r in point_records]
                 self._sent_points += len(point_records)
         records += [(topics.dead_letter, k, v, None) for k, v in pending.dead_letters]
         start = 0
@@ -276,7 +287,7 @@ class Output:
     def _latest_records(self) -> list[Record]:
         """The newest release under its latest-view keys, and tombstones past its end."""
         assert self._latest is not None and self.topics.latest is not None
-        where = self.partition % self.topics.latest_partitions
+        where = output_partition(self.partition, self.topics.latest_partitions)
         out: list[Record] = [
             (self.topics.latest, latest_key(self.run_id, self.partition, i), r, where)
             for i, r in enumerate(self._latest)]

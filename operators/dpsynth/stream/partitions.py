@@ -42,16 +42,21 @@ class Operator:
     ``sinks(partition)`` makes a partition's transactional producer (default: Kafka's, see
     :mod:`dpsynth.stream.sink`); ``marker_sink`` receives the tick markers of its
     :attr:`ticker` (``None`` when ``DPSYNTH_TICK_SECONDS`` is 0) on ``tick_clock``;
-    ``latest_partitions`` is the latest view's partition count.
+    ``latest_partitions``, ``state_partitions``, ``output_partitions`` and
+    ``points_partitions`` are the partition counts of the latest view, the state, the synthetic
+    and the points topics (each input partition writes to partition ``p mod`` each).
     """
 
     def __init__(self, config: WorkerConfig, *,
                  sinks: Callable[[int], TransactionalSink] | None = None,
                  marker_sink: MarkerSink | None = None, tick_clock: TickClock | None = None,
-                 latest_partitions: int = 1, state_partitions: int = 1) -> None:
+                 latest_partitions: int = 1, state_partitions: int = 1,
+                 output_partitions: int = 1, points_partitions: int = 1) -> None:
         self.config = config
         self.make_sink = sinks or self._kafka_sink
         self.latest_partitions = latest_partitions
+        self.output_partitions = output_partitions
+        self.points_partitions = points_partitions
         self.state_partitions = state_partitions
         state_topic = config.state_topic_name
         self.restore = None if state_topic is None else make_restore(
@@ -102,6 +107,8 @@ class Operator:
                 c, partition, state=state, sink=sink, metrics=self.metrics,
                 crash=self.crash, replay=self.replay, progress=self.health.progressed,
                 latest_partitions=self.latest_partitions,
+                output_partitions=self.output_partitions,
+                points_partitions=self.points_partitions,
             )
         except BaseException:
             store.close()

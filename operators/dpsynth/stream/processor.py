@@ -97,7 +97,10 @@ class PartitionProcessor:
 
     Not thread-safe: one caller at a time (the worker runs it in its input thread).
     ``state``: where the state is committed (the local store and the state topic), or
-    ``store`` alone; ``latest_partitions``: the latest view's partition count.
+    ``store`` alone; ``latest_partitions``, ``output_partitions``, ``points_partitions``: the
+    partition counts of the latest view, the synthetic and the points topics (the partition's
+    records go to partition ``partition mod`` each:
+    :func:`~dpsynth.stream.codecs.output_partition`).
     """
 
     def __init__(
@@ -113,6 +116,8 @@ class PartitionProcessor:
         replay: Replay | None = None,
         progress: Callable[[], None] | None = None,
         latest_partitions: int = 1,
+        output_partitions: int = 1,
+        points_partitions: int = 1,
     ) -> None:
         self.config = config
         self.partition = int(partition)
@@ -144,7 +149,9 @@ class PartitionProcessor:
             run_id=config.run_id, partition=self.partition,
             topics=Topics(config.output_topic, config.dead_letter_topic,
                           config.latest_topic_name, max(int(latest_partitions), 1),
-                          None if config.points_format == "none" else config.points_topic),
+                          None if config.points_format == "none" else config.points_topic,
+                          output_partitions=max(int(output_partitions), 1),
+                          points_partitions=max(int(points_partitions), 1)),
             sink=sink, points=lambda release: points_records(config, release, self.partition),
             encode=lambda release: self.synth.encode(
                 release, run_id=config.run_id, partition=self.partition,
