@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
 ENV_SCRIPT = "DPSYNTH_KAFKA_SCRIPT"
 ENV_NO_DOCKER = "DPSYNTH_KAFKA_NO_DOCKER"
-DOCKER_IMAGE = "apache/kafka:4.0.0"
+DOCKER_IMAGE = "docker.io/apache/kafka:4.0.0"  # fully qualified: podman has no short names
 _PREFIX = f"{ENV_BOOTSTRAP}="
 
 #: First start may download ~45 MB of jars with Maven, then boots a JVM on 2 cores.
