@@ -174,3 +174,36 @@ def test_environment_broker_wins_and_is_never_stopped(
     assert (handle.kind, handle.started_here) == ("external", False)
     broker.release_broker(handle)  # a no-op: the broker still answers
     broker.wait_for_broker(kafka_bootstrap, timeout=TIMEOUT_S)
+
+
+def test_the_launcher_starts_a_broker_on_the_port_it_is_given(tmp_path):
+    """DPSYNTH_KAFKA_PORT (issue 46): a second broker, in a run dir of its own, on a set port."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import sys
+
+    from dpsynth.testing.broker import missing_prerequisites, script_path
+
+    if missing_prerequisites():
+        pytest.skip(f"kafka-local.sh cannot run here: {missing_prerequisites()}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "DPSYNTH_KAFKA_DIR": str(tmp_path / "kafka"),
+           "DPSYNTH_KAFKA_PORT": str(port), "DPSYNTH_PYTHON": sys.executable}
+    env.pop("DPSYNTH_KAFKA_CONTROLLER_PORT", None)
+    env.pop("DPSYNTH_KAFKA_NODES", None)
+    argv = [shutil.which("bash") or "/bin/bash", str(script_path())]
+    try:
+        start = subprocess.run(  # noqa: S603 - the packaged script, fixed arguments
+            [*argv, "start"], env=env, capture_output=True, text=True, timeout=300,
+            check=False)
+        assert start.returncode == 0, start.stderr[-2000:]
+        assert start.stdout.strip() == f"KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:{port}"
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+    finally:
+        subprocess.run([*argv, "stop"], env=env, capture_output=True,  # noqa: S603
+                       timeout=120, check=False)

@@ -106,6 +106,8 @@ def _run_script(command: str, *, timeout: float,
     env = dict(os.environ)
     if run_dir is not None:  # another broker: its own config, data, port and pid
         env["DPSYNTH_KAFKA_DIR"] = str(run_dir)
+        for fixed in ("DPSYNTH_KAFKA_PORT", "DPSYNTH_KAFKA_CONTROLLER_PORT"):
+            env.pop(fixed, None)  # the session broker's ports, if set: free ones here
     # The script's readiness probe asks for metadata with confluent-kafka when this interpreter
     # has it, so probe with the same python that runs the tests.
     env.setdefault("DPSYNTH_PYTHON", sys.executable)

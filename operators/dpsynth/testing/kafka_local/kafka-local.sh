@@ -9,6 +9,8 @@
 #   bash deploy/kafka-local.sh status    # "running ..." (exit 0) or "not running" (exit 3)
 #   bash deploy/kafka-local.sh address   # 127.0.0.1:<port> of the running broker (exit 1 if none)
 #   bash deploy/kafka-local.sh fetch     # only fetch the jars
+#   bash deploy/kafka-local.sh ports     # "<broker port> <controller port>" a start would use
+#                                        # (one line per node; exit 1 if a set port is taken)
 #   bash deploy/kafka-local.sh tool NAME [ARGS...]  # run one of Kafka's tools against the broker,
 #        e.g. `tool TopicCommand --list` (what kafka-topics.sh runs; --bootstrap-server is added
 #        when ARGS lack it); NAME is a class of org.apache.kafka.tools (ConsumerGroupCommand, ...).
@@ -36,6 +38,12 @@
 #                                python3); the probe asks for metadata with confluent-kafka's
 #                                AdminClient when that python can import it, else probes the port.
 #   DPSYNTH_KAFKA_NODES          nodes (default 1: the single broker; 2-9: a cluster)
+#   DPSYNTH_KAFKA_PORT           the broker's (client) port on 127.0.0.1 (default: a free port
+#                                picked at each start); node i of a cluster listens on
+#                                DPSYNTH_KAFKA_PORT + i - 1
+#   DPSYNTH_KAFKA_CONTROLLER_PORT  the KRaft controller's port (default: a free port picked at
+#                                each start); node i of a cluster: + i - 1. A set port that is
+#                                taken fails the start (no retry on other ports).
 #   JAVA_HOME                    JDK/JRE to use (java on PATH otherwise); Kafka 4 needs Java >= 17.
 set -euo pipefail
 
@@ -61,6 +69,22 @@ PYTHON=${DPSYNTH_PYTHON:-python3}
 NODES=${DPSYNTH_KAFKA_NODES:-1}
 [[ $NODES =~ ^[1-9]$ ]] || { echo "kafka-local: DPSYNTH_KAFKA_NODES must be 1-9" >&2; exit 2; }
 CLUSTER_DIR=$RUN_DIR
+FIXED_BROKER_PORT=${DPSYNTH_KAFKA_PORT:-}
+FIXED_CONTROLLER_PORT=${DPSYNTH_KAFKA_CONTROLLER_PORT:-}
+check_port_setting() {  # NAME VALUE: empty, or a port that leaves room for every node
+  [[ -z $2 ]] && return 0
+  [[ $2 =~ ^[1-9][0-9]{0,4}$ ]] && (( $2 + NODES - 1 <= 65535 )) \
+    || { echo "kafka-local: $1 must be a port number 1-$((65536 - NODES)) (got '$2')" >&2; exit 2; }
+}
+check_port_setting DPSYNTH_KAFKA_PORT "$FIXED_BROKER_PORT"
+check_port_setting DPSYNTH_KAFKA_CONTROLLER_PORT "$FIXED_CONTROLLER_PORT"
+if [[ -n $FIXED_BROKER_PORT && -n $FIXED_CONTROLLER_PORT ]] \
+    && (( FIXED_BROKER_PORT - FIXED_CONTROLLER_PORT < NODES \
+          && FIXED_CONTROLLER_PORT - FIXED_BROKER_PORT < NODES )); then
+  echo "kafka-local: DPSYNTH_KAFKA_PORT and DPSYNTH_KAFKA_CONTROLLER_PORT overlap" \
+    "($NODES node(s) use $NODES consecutive ports each)" >&2
+  exit 2
+fi
 if [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/java ]]; then JAVA=$JAVA_HOME/bin/java; else JAVA=java; fi
 
 log() { printf 'kafka-local: %s\n' "$*" >&2; }
@@ -167,13 +191,25 @@ current_address() {
 # ---------------------------------------------------------------------------------------------
 # start
 # ---------------------------------------------------------------------------------------------
+# "<broker port> <controller port>" for node $1 (default 1): DPSYNTH_KAFKA_PORT and
+# DPSYNTH_KAFKA_CONTROLLER_PORT (+ node - 1) when set, checked free (bound first, so that a free
+# port picked for the other is never the same), else free ports picked by the OS.
 pick_ports() {
-  "$PYTHON" - <<'EOF'
+  local offset=$(( ${1:-1} - 1 ))
+  "$PYTHON" - "${FIXED_BROKER_PORT:+$((FIXED_BROKER_PORT + offset))}" \
+    "${FIXED_CONTROLLER_PORT:+$((FIXED_CONTROLLER_PORT + offset))}" <<'EOF'
 import socket
+import sys
 
+names = ("DPSYNTH_KAFKA_PORT", "DPSYNTH_KAFKA_CONTROLLER_PORT")
 socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(2)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
+for name, s, port in sorted(zip(names, socks, sys.argv[1:3]), key=lambda x: not x[2]):
+    if port:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the broker binds it
+    try:
+        s.bind(("127.0.0.1", int(port or 0)))
+    except OSError as e:
+        sys.exit(f"kafka-local: ERROR: 127.0.0.1:{port} ({name}) is not free: {e.strerror}")
 print(*(s.getsockname()[1] for s in socks))
 for s in socks:
     s.close()
@@ -328,7 +364,7 @@ cmd_start() {
   for attempt in 1 2 3; do
     rm -rf "$RUN_DIR/data" "$RUN_DIR/logs"
     mkdir -p "$RUN_DIR/data" "$RUN_DIR/logs"
-    ports=$(pick_ports)
+    ports=$(pick_ports) || exit 1
     read -r broker_port controller_port <<<"$ports"
     render_config "$broker_port" "$controller_port"
     format_storage
@@ -344,7 +380,8 @@ cmd_start() {
       return 0
     fi
     if (( rc == 2 )) && grep -qs 'Address already in use' "$RUN_DIR/logs/kafka.out" \
-        "$RUN_DIR/logs/server.log" && (( attempt < 3 )); then
+        "$RUN_DIR/logs/server.log" && (( attempt < 3 )) \
+        && [[ -z $FIXED_BROKER_PORT && -z $FIXED_CONTROLLER_PORT ]]; then
       log "port taken between picking and binding; retrying with new ports"
       rm -f "$PID_FILE"
       continue
@@ -509,10 +546,11 @@ cmd_cluster_start() {
   fi
   cmd_cluster_stop_locked
   check_java
-  local i voters="" cluster_id servers="" pid
+  local i voters="" cluster_id servers="" pid ports
   local -a broker_ports=() controller_ports=()
   for ((i = 1; i <= NODES; i++)); do
-    read -r "broker_ports[i]" "controller_ports[i]" <<<"$(pick_ports)"
+    ports=$(pick_ports "$i") || exit 1
+    read -r "broker_ports[i]" "controller_ports[i]" <<<"$ports"
     voters+="${voters:+,}$i@127.0.0.1:${controller_ports[i]}"
     servers+="${servers:+,}127.0.0.1:${broker_ports[i]}"
   done
@@ -610,8 +648,9 @@ if (( NODES > 1 )); then
     kill) cmd_kill "${2:-}" ;;
     restart) cmd_restart "${2:-}" ;;
     fetch) fetch_jars; echo "$LIBS" ;;
+    ports) for ((i = 1; i <= NODES; i++)); do pick_ports "$i"; done ;;
     tool) shift; use_node 1; cmd_tool "$@" ;;
-    *) echo "usage: $0 start|stop|status|address|fetch|kill N|restart N|tool NAME [ARGS...]" >&2
+    *) echo "usage: $0 start|stop|status|address|fetch|ports|kill N|restart N|tool NAME [ARGS...]" >&2
        exit 2 ;;
   esac
   exit
@@ -624,8 +663,9 @@ case ${1:-} in
   status) cmd_status ;;
   address) cmd_address ;;
   fetch) fetch_jars; echo "$LIBS" ;;
+  ports) pick_ports ;;
   *)
-    echo "usage: $0 start|stop|status|address|fetch|tool NAME [ARGS...]" >&2
+    echo "usage: $0 start|stop|status|address|fetch|ports|tool NAME [ARGS...]" >&2
     exit 2
     ;;
 esac
