@@ -22,6 +22,7 @@ import fcntl
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 from typing import IO
 
@@ -177,10 +178,12 @@ def run_worker(config: WorkerConfig) -> None:
     bind_input(config)
     phase("connected", f"topic partitions {partitions}; run id and key checked")
     lock = lock_data_dir(config)
-    phase("compiling kernels", "numba, cached on disk after the first start"
+    phase("compiling kernels", "numba, cached on disk after the first start (a first start "
+          "compiles them: about a minute on 2 cores)"
           if config.engine == "points" else "none for the tabular engine")
+    compiling = time.monotonic()
     warm_up(config)
-    phase("kernels ready")
+    phase("kernels ready", f"{time.monotonic() - compiling:.1f} s")
     app, _ = create_app(config, latest_partitions=partitions.get(latest or "", 1),
                         state_partitions=partitions.get(state or "", 1),
                         output_partitions=partitions[config.output_topic],

@@ -6,7 +6,7 @@ Layer: adapter. One INFO line per phase, in the order a start passes them::
     start-up [0.7 s] connecting: broker 127.0.0.1:9092
     start-up [0.9 s] connected: topic partitions {...}
     start-up [0.9 s] compiling kernels: numba (cached after the first start)
-    start-up [1.4 s] kernels ready
+    start-up [1.4 s] kernels ready: 0.5 s
     start-up [1.6 s] joining group: 'dpsynth-r1' as static member 'worker-0'
     start-up [4.2 s] partitions assigned: [0, 1]
     start-up [4.3 s] restoring partition 0: 1234 bytes from the local state
