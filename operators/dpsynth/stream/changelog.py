@@ -41,6 +41,7 @@ import msgpack
 from dpsynth.bounding import UserCounts
 from dpsynth.errors import StateCorruptError
 from dpsynth.state_delta import snapshot_digest
+from dpsynth.stream.codecs import output_partition
 from dpsynth.stream.sink import watermarks
 from dpsynth.stream.statelog import StateCommit, rebuild
 from dpsynth.stream.usercodec import COUNT, decode_users, encode_users, hashes_of
@@ -206,7 +207,7 @@ def make_restore(bootstrap: str, topic: str, run_id: str, *, timeout_s: float = 
         started = time.monotonic()
         try:
             count = len(consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions)
-            tp = TopicPartition(topic, partition % count)
+            tp = TopicPartition(topic, output_partition(partition, count))
             low, high = watermarks(consumer, tp, timeout_s)  # a leader election: ask again
             if high <= low:
                 return None

@@ -23,6 +23,7 @@ from typing import Any
 
 from dpsynth.bounding import UserCounts
 from dpsynth.stream.changelog import Record, Restored, state_records
+from dpsynth.stream.codecs import output_partition
 from dpsynth.stream.metrics import Metrics
 from dpsynth.stream.phases import phase
 from dpsynth.stream.statelog import StateCommit, StateLog
@@ -45,7 +46,7 @@ class PartitionState:
         self.store = store
         self.run_id, self.partition = run_id, int(partition)
         self.topic = topic
-        self.where = self.partition % max(int(topic_partitions), 1)
+        self.where = output_partition(self.partition, topic_partitions)
         self.restore = restore if topic is not None else None
         self.metrics = metrics or Metrics()
         self.log = StateLog()
