@@ -25,9 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 KEY = bytes(range(32))
 #: DPSYNTH_* variables that are not parameters: the worker's configuration file, the test
 #: kit's broker launcher (DPSYNTH_KAFKA_*, DPSYNTH_PYTHON), the compose file's host path of
-#: the key (DPSYNTH_NOISE_KEY_PATH) and the benchmarks' data folder, which shares its name
-#: with the worker's state folder.
-NOT_PARAMETERS = re.compile(r"DPSYNTH_(CONFIG_FILE|KAFKA_\w*|PYTHON|TABULAR_|NOISE_KEY_PATH)$")
+#: the key (DPSYNTH_NOISE_KEY_PATH), the benchmarks' data folder, which shares its name
+#: with the worker's state folder, and the image test's switch (DPSYNTH_IMAGE_REQUIRED).
+NOT_PARAMETERS = re.compile(
+    r"DPSYNTH_(CONFIG_FILE|KAFKA_\w*|PYTHON|TABULAR_|NOISE_KEY_PATH|IMAGE_REQUIRED)$"
+)
 COMMANDS = {"run": ("run",), "tabular": ("tabular", "run"), "offline": ("offline",)}
 
 
